@@ -1,0 +1,283 @@
+"""The public engine API: build a simulation from settings and terrain arrays, step it,
+read its state. Composes the wind solver, the flakes and the snow cover; knows no bpy.
+
+Per step: wind (advect, solve, project) -> flakes (sample, integrate, collide, count hits,
+respawn) -> cover (deposit the hits, redistribute); every ``obstacle_refresh_steps`` steps
+the solid-cell mask is rebuilt from terrain + snow.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .backend import Backend, StageTimer, select_backend
+from .cover import SnowCover
+from .errors import SnowInputError, SnowMemoryError
+from .flakes import FlakeSystem
+from .grid import WindGrid
+from .settings import SnowSettings
+from .terrain import Heightmap, build_heightmap, check_terrain_arrays, vertex_snow_depth
+from .wind import WindSolver, WindStepInfo
+
+#: Share of the backend's free memory a bake may plan to use (the rest is headroom for
+#: allocator slack, temporaries and the host side).
+MEMORY_HEADROOM = 0.85
+
+STATE_FORMAT_VERSION = 1
+
+
+@dataclass
+class StepDiagnostics:
+    """What one step did. Volumes in m^3, divergence in 1/s."""
+
+    step: int
+    time: float
+    wind: WindStepInfo | None
+    hits: int = 0
+    deposited_volume: float = 0.0
+    snow_volume: float = 0.0
+
+
+@dataclass
+class WindField:
+    """Host copy of the wind state: MAC faces (m/s), kinematic pressure, solid cells."""
+
+    grid: WindGrid
+    u: np.ndarray
+    v: np.ndarray
+    w: np.ndarray
+    pressure: np.ndarray
+    solid: np.ndarray
+
+    def speed_at_cells(self) -> np.ndarray:
+        """(nz, ny, nx) wind speed (m/s) at cell centres, faces averaged."""
+        uc = 0.5 * (self.u[:, :, 1:] + self.u[:, :, :-1])
+        vc = 0.5 * (self.v[:, 1:, :] + self.v[:, :-1, :])
+        wc = 0.5 * (self.w[1:, :, :] + self.w[:-1, :, :])
+        return np.sqrt(uc * uc + vc * vc + wc * wc).astype(np.float32)
+
+
+@dataclass
+class MemoryPlan:
+    """Bytes each part of a simulation will allocate on the backend."""
+
+    wind: int
+    flakes: int
+    cover: int
+    available: int
+
+    @property
+    def total(self) -> int:
+        return self.wind + self.flakes + self.cover
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= MEMORY_HEADROOM * self.available
+
+
+def plan_memory(settings: SnowSettings, heightmap_grid, grid: WindGrid, backend: Backend,
+                flakes: bool = True) -> MemoryPlan:
+    return MemoryPlan(
+        wind=WindSolver.estimate_bytes(settings, grid),
+        flakes=FlakeSystem.estimate_bytes(settings) if flakes else 0,
+        cover=SnowCover.estimate_bytes(settings, heightmap_grid),
+        available=backend.memory_available(),
+    )
+
+
+def _raise_if_too_big(plan: MemoryPlan, settings: SnowSettings, grid: WindGrid,
+                      backend: Backend) -> None:
+    if plan.fits:
+        return
+    budget = MEMORY_HEADROOM * plan.available
+    gib = 1024.0**3
+    where = f"{backend.name} memory ({plan.available / gib:.1f} GiB free)"
+    if plan.flakes and plan.flakes >= plan.wind + plan.cover:
+        per_flake = plan.flakes / settings.flake_count
+        largest = int(max(0.0, budget - plan.wind - plan.cover) // per_flake)
+        raise SnowMemoryError(
+            "flake_count", f"{settings.flake_count:,} flakes need {plan.total / gib:.2f} GiB, "
+            f"more than fits in {where}", f"flake_count <= {largest:,}", plan.total, plan.available)
+    per_cell = plan.wind / grid.cell_count
+    cells_fit = max(0.0, budget - plan.flakes - plan.cover) / per_cell
+    scale = (cells_fit / grid.cell_count) ** (1.0 / 3.0)
+    raise SnowMemoryError(
+        "wind_cell_size", f"a {grid.nx}x{grid.ny}x{grid.nz} wind grid with these flakes needs "
+        f"{plan.total / gib:.2f} GiB, more than fits in {where}",
+        f"wind_cell_size >= {grid.cell_size / max(scale, 1e-9):.4g} m", plan.total, plan.available)
+
+
+class Simulation:
+    """A snowfall simulation over one terrain. See docs/architecture.md for the API."""
+
+    def __init__(self, settings: SnowSettings, vertices, triangles, backend: str = "auto",
+                 flakes: bool = True, profile: bool = False):
+        if not isinstance(settings, SnowSettings):
+            raise SnowInputError("settings", f"expected SnowSettings, got {type(settings).__name__}",
+                                 "SnowSettings()")
+        settings.validate()
+        self.settings = settings
+        self.backend = select_backend(backend)
+        vertices, triangles = check_terrain_arrays(vertices, triangles)
+        self.heightmap: Heightmap = build_heightmap(vertices, triangles,
+                                                    settings.heightmap_resolution)
+        self.grid = WindGrid.for_terrain(self.heightmap.grid, self.heightmap.z_min,
+                                         self.heightmap.z_max, settings)
+        self.memory_plan = plan_memory(settings, self.heightmap.grid, self.grid, self.backend,
+                                       flakes)
+        _raise_if_too_big(self.memory_plan, settings, self.grid, self.backend)
+
+        self.timer = StageTimer(self.backend, enabled=profile)
+        self.cover = SnowCover(settings, self.heightmap, self.grid, self.backend)
+        self.wind = WindSolver(settings, self.grid, self.backend)
+        self.wind.update_obstacles(self.cover.height, self.cover.snow_depth, self.heightmap.grid)
+        self.flakes: FlakeSystem | None = None
+        if flakes:
+            self.flakes = FlakeSystem(settings, self.grid, self.heightmap.grid, self.backend)
+            self.flakes.initialize(self.wind, self.cover.height, self.cover.snow_depth)
+        self.step_index = 0
+        self.time = 0.0
+        self._last_wind: WindStepInfo | None = None
+        self._hits_before = 0
+
+    # --- stepping -------------------------------------------------------------------------
+    def step(self, count: int = 1) -> StepDiagnostics:
+        """Advance ``count`` steps of ``settings.time_step`` seconds; return the last step's
+        diagnostics."""
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+            raise SnowInputError("count", f"must be a whole number >= 0, got {count!r}", "1")
+        dt = self.settings.time_step
+        timer = self.timer
+        for _ in range(int(count)):
+            with timer.stage("wind"):
+                self._last_wind = self.wind.step(self.time, dt)
+            if self.flakes is not None:
+                with timer.stage("flakes"):
+                    self.flakes.step(self.wind, self.cover.height, self.cover.snow_depth,
+                                     self.cover.hit_counts, self.time, dt)
+                with timer.stage("cover"):
+                    self.cover.step(dt)
+            self.step_index += 1
+            self.time = self.step_index * dt
+            if self.step_index % self.settings.obstacle_refresh_steps == 0:
+                with timer.stage("obstacles"):
+                    self.wind.update_obstacles(self.cover.height, self.cover.snow_depth,
+                                               self.heightmap.grid)
+        return self.diagnostics
+
+    @property
+    def diagnostics(self) -> StepDiagnostics:
+        """The last step's diagnostics (reads a few scalars from the device)."""
+        deposited = self.cover.deposited_volume()
+        hits_total = int(round(deposited / self.cover.volume_per_hit)) if self.cover.volume_per_hit else 0
+        hits = hits_total - self._hits_before
+        self._hits_before = hits_total
+        return StepDiagnostics(self.step_index, self.time, self._last_wind, hits, deposited,
+                               self.cover.snow_volume())
+
+    @property
+    def stage_seconds(self) -> dict:
+        return dict(self.timer.seconds)
+
+    # --- reading state ------------------------------------------------------------------------
+    def _require_flakes(self) -> FlakeSystem:
+        if self.flakes is None:
+            raise SnowInputError("flakes", "this simulation was built without flakes",
+                                 "Simulation(..., flakes=True)")
+        return self.flakes
+
+    def flake_positions(self) -> np.ndarray:
+        return self._require_flakes().positions()
+
+    def flake_velocities(self) -> np.ndarray:
+        return self._require_flakes().velocities()
+
+    def flake_respawn_counts(self) -> np.ndarray:
+        return self._require_flakes().respawn_counts()
+
+    def snow_depth(self) -> np.ndarray:
+        return np.array(self.backend.to_host(self.cover.snow_depth), dtype=np.float32)
+
+    def vertex_snow_depth(self, vertices) -> np.ndarray:
+        vertices = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
+        return vertex_snow_depth(self.heightmap, self.snow_depth(), vertices)
+
+    def solid_mask(self) -> np.ndarray:
+        return self.backend.to_host(self.wind.solid).astype(bool)
+
+    def wind_field(self) -> WindField:
+        host = self.backend.to_host
+        return WindField(self.grid, np.array(host(self.wind.u)), np.array(host(self.wind.v)),
+                         np.array(host(self.wind.w)), np.array(host(self.wind.pressure)),
+                         self.solid_mask())
+
+    def wind_at(self, points) -> np.ndarray:
+        """Wind velocity (m/s) at world points (N, 3), trilinear on the MAC faces."""
+        from ..kernels.reference.sampling import sample_wind
+
+        points = np.asarray(points, dtype=np.float32).reshape(-1, 3)
+        field_ = self.wind_field()
+        g = self.grid
+        vx, vy, vz = sample_wind(field_.u, field_.v, field_.w, g.x0, g.y0, g.z0, g.cell_size,
+                                 points[:, 0], points[:, 1], points[:, 2])
+        return np.stack([vx, vy, vz], axis=1)
+
+    # --- checkpoints --------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Complete host copy of the state: loading it and stepping reproduces an
+        uninterrupted run exactly."""
+        state = {"format_version": np.int64(STATE_FORMAT_VERSION),
+                 "step_index": np.int64(self.step_index),
+                 "hits_before": np.int64(self._hits_before)}
+        for prefix, part in (("wind", self.wind), ("cover", self.cover), ("flakes", self.flakes)):
+            if part is None:
+                continue
+            for key, value in part.state_dict().items():
+                state[f"{prefix}.{key}"] = np.asarray(value)
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        version = int(state.get("format_version", -1))
+        if version != STATE_FORMAT_VERSION:
+            raise SnowInputError("state", f"format version {version} is not supported",
+                                 f"a state saved by this version ({STATE_FORMAT_VERSION})")
+        parts = {"wind": self.wind, "cover": self.cover, "flakes": self.flakes}
+        split: dict[str, dict] = {name: {} for name in parts}
+        for key, value in state.items():
+            prefix, _, rest = key.partition(".")
+            if prefix in split and rest:
+                split[prefix][rest] = value
+        if self.flakes is not None and not split["flakes"]:
+            raise SnowInputError("state", "holds no flakes but this simulation has flakes",
+                                 "a state saved from a simulation with flakes")
+        for name, part in parts.items():
+            if part is not None:
+                part.load_state_dict(split[name])
+        self.step_index = int(state["step_index"])
+        self.time = self.step_index * self.settings.time_step
+        self._hits_before = int(state.get("hits_before", 0))
+
+    def save_state(self, path: str | os.PathLike) -> str:
+        """Write the state to ``path`` (.npz) atomically: a temporary file in the same
+        folder, flushed to disk, then renamed over the target."""
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez(handle, **self.state_dict())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+
+    def load_state(self, path: str | os.PathLike) -> None:
+        with np.load(os.fspath(path)) as data:
+            self.load_state_dict({key: data[key] for key in data.files})
