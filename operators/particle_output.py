@@ -1,0 +1,411 @@
+"""Baked flakes as a Blender particle system whose point cache is exactly the engine's frames.
+
+Route (measured in docs/particles.md, benchmarks/particle_routes.py): the engine's positions
+are written straight into Blender point-cache files (.bphys, see ptcache_format.py) in a
+folder beside the .blend, and the particle system reads them as an *external* cache. Blender
+never simulates or rewrites them; the .blend stores only the folder (relative, ``//``), so
+the folder must travel with the .blend (Blender's ``blendcache_<name>`` convention).
+
+Units: positions in metres, world space; velocities in m/s (the particle settings' timestep
+is set to one frame, so Blender's particle velocity unit is m/s too); frames are scene frames.
+
+Respawned flakes (motion blur): Blender interpolates a cached particle between the two
+cached frames around a sub-frame, so a flake that respawns between frames f-1 and f would be
+drawn along the jump from ground to sky during (f-1, f). Every record carries its particle's
+(birth, death, lifetime) times, which Blender reads per frame; the record of frame f-1 of a
+flake that respawns at f gets birth time f. Blender then treats it as unborn at f-1 and
+throughout (f-1, f): it draws no instance there, and Cycles hides an instance that is missing
+at a motion step (Object "hide on missing motion"), so no streak can be drawn. The flake's
+stored position at f-1 stays exactly what the engine wrote.
+"""
+from __future__ import annotations
+
+import os
+
+import bpy
+import numpy as np
+
+from ..snow_addon.errors import SnowInputError
+from . import ptcache_format
+
+SYSTEM_NAME = "SnowfallFlakes"
+CACHE_NAME = "snowfall_flakes"
+CACHE_INDEX = 0
+FLAKE_OBJECT_NAME = "SnowfallFlake"
+FLAKE_MATERIAL_NAME = "SnowfallFlake"
+TEMPLATE_COLLECTION_NAME = "SnowfallTemplates"
+#: Birth time of every flake, frames: before any bake frame (frames start at 1).
+BIRTH_FRAME = 0.0
+#: Death time and lifetime, frames: never within a bake.
+NEVER_FRAME = 1.0e7
+#: At most this many flakes are drawn in the viewport (render draws all).
+VIEWPORT_FLAKES = 200_000
+
+
+# --------------------------------------------------------------------------------------------
+# setup
+
+def ensure_flake_system(scene, emitter_name_or_obj, flake_count: int, flake_size: float = 0.004,
+                        cache_dir: str | None = None, size_random: float = 0.3):
+    """Create or reuse the emitter object and its flake particle system; return the emitter.
+
+    flake_count: number of flakes N. flake_size: flake radius, metres (snow: 0.5 mm to 1 cm).
+    cache_dir: folder of the .bphys files; default ``//blendcache_<blend name>/`` beside the
+    saved .blend (Blender's own convention, so it travels with the file). An absolute path or
+    a ``//``-relative one may be given instead; an unsaved .blend needs an explicit folder.
+    """
+    if isinstance(flake_count, bool) or not isinstance(flake_count, (int, np.integer)) \
+            or flake_count < 1:
+        raise SnowInputError("flake_count", f"must be a whole number >= 1, got {flake_count!r}",
+                             "100000")
+    if flake_count > 2**31 - 1:
+        raise SnowInputError("flake_count", f"{flake_count} exceeds Blender's particle limit",
+                             "fewer than 2147483647")
+    if not (np.isfinite(flake_size) and flake_size > 0.0):
+        raise SnowInputError("flake_size", f"must be a positive length in metres, got "
+                             f"{flake_size!r}", "0.004")
+    if not (0.0 <= size_random <= 1.0):
+        raise SnowInputError("size_random", f"must lie in [0, 1], got {size_random!r}", "0.3")
+    if cache_dir is None:
+        if not bpy.data.filepath:
+            raise SnowInputError("blend file", "the .blend is not saved, and the flake cache "
+                                 "lives in a folder beside it", "saving the .blend first")
+        stem = os.path.splitext(os.path.basename(bpy.data.filepath))[0]
+        cache_dir = f"//blendcache_{stem}/"
+    if cache_dir.startswith("//") and not bpy.data.filepath:
+        raise SnowInputError("cache_dir", f"{cache_dir!r} is relative to an unsaved .blend",
+                             "an absolute folder, or saving the .blend first")
+
+    emitter = _ensure_emitter(scene, emitter_name_or_obj)
+    psys = _ensure_particle_system(emitter)
+    settings = psys.settings
+    fps = scene.render.fps / scene.render.fps_base
+
+    settings.type = 'EMITTER'
+    settings.count = int(flake_count)
+    settings.frame_start = BIRTH_FRAME
+    settings.frame_end = BIRTH_FRAME
+    settings.lifetime = NEVER_FRAME
+    settings.lifetime_random = 0.0
+    settings.emit_from = 'VERT'
+    settings.use_emit_random = False
+    settings.normal_factor = 0.0
+    settings.factor_random = 0.0
+    settings.object_align_factor = (0.0, 0.0, 0.0)
+    settings.physics_type = 'NEWTON'     # PHYS_NO particles never read a point cache
+    settings.mass = 1.0
+    settings.brownian_factor = 0.0
+    settings.drag_factor = 0.0
+    settings.damping = 0.0
+    settings.effector_weights.gravity = 0.0
+    settings.effector_weights.all = 0.0
+    settings.use_rotations = False        # cache holds index, location, velocity, times only
+    settings.use_dead = False
+    settings.show_unborn = False
+    settings.use_die_on_collision = False
+    # One particle time step per frame, so the cached velocity is in m/s and the Hermite
+    # interpolation Blender uses between cached frames gets the real frame-to-frame tangent.
+    settings.timestep = 1.0 / fps
+    settings.use_adaptive_subframes = False
+    settings.subframes = 0
+    settings.child_type = 'NONE'
+
+    flake = _ensure_flake_object(flake_size)
+    settings.render_type = 'OBJECT'
+    settings.instance_object = flake
+    settings.particle_size = flake_size
+    settings.size_random = size_random
+    settings.use_rotation_instance = False
+    settings.use_scale_instance = True
+    settings.display_method = 'DOT'
+    settings.display_percentage = max(1, min(100, int(100 * VIEWPORT_FLAKES / flake_count)))
+    emitter.show_instancer_for_render = False
+    emitter.show_instancer_for_viewport = True
+
+    cache = psys.point_cache
+    cache.use_disk_cache = True
+    cache.name = CACHE_NAME
+    cache.index = CACHE_INDEX
+    cache.filepath = cache_dir
+    cache.use_external = True
+    return emitter
+
+
+def _ensure_emitter(scene, emitter_name_or_obj):
+    if isinstance(emitter_name_or_obj, str):
+        emitter = bpy.data.objects.get(emitter_name_or_obj)
+        if emitter is None:
+            mesh = bpy.data.meshes.new(emitter_name_or_obj)
+            mesh.from_pydata([(0.0, 0.0, 0.0)], [], [])
+            emitter = bpy.data.objects.new(emitter_name_or_obj, mesh)
+    else:
+        emitter = emitter_name_or_obj
+    if emitter.type != 'MESH':
+        raise SnowInputError("emitter", f"{emitter.name!r} is a {emitter.type}, not a mesh",
+                             "a new emitter name")
+    if emitter.name not in scene.objects:
+        scene.collection.objects.link(emitter)
+    return emitter
+
+
+def _ensure_particle_system(emitter):
+    for modifier in emitter.modifiers:
+        if modifier.type == 'PARTICLE_SYSTEM' and modifier.particle_system.name == SYSTEM_NAME:
+            return modifier.particle_system
+    modifier = emitter.modifiers.new(SYSTEM_NAME, 'PARTICLE_SYSTEM')
+    psys = modifier.particle_system
+    psys.name = SYSTEM_NAME
+    psys.settings.name = SYSTEM_NAME
+    return psys
+
+
+def flake_particle_system(emitter):
+    """The flake particle system of ``emitter`` (KeyError when it has none)."""
+    for modifier in emitter.modifiers:
+        if modifier.type == 'PARTICLE_SYSTEM' and modifier.particle_system.name == SYSTEM_NAME:
+            return modifier.particle_system
+    raise KeyError(f"{emitter.name!r} has no {SYSTEM_NAME} particle system")
+
+
+def _ensure_flake_object(flake_size: float):
+    """The instanced flake: a unit-radius icosphere (scaled by the particle size) in a
+    snow material."""
+    flake = bpy.data.objects.get(FLAKE_OBJECT_NAME)
+    if flake is None:
+        import bmesh
+        mesh = bpy.data.meshes.new(FLAKE_OBJECT_NAME)
+        shape = bmesh.new()
+        bmesh.ops.create_icosphere(shape, subdivisions=1, radius=1.0)
+        shape.to_mesh(mesh)
+        shape.free()
+        mesh.shade_smooth()
+        flake = bpy.data.objects.new(FLAKE_OBJECT_NAME, mesh)
+    # The particle settings' reference alone does not keep the object in a saved .blend: it
+    # lives in a collection that is kept (fake user) but not linked to any scene, so the
+    # template itself is never rendered.
+    templates = bpy.data.collections.get(TEMPLATE_COLLECTION_NAME)
+    if templates is None:
+        templates = bpy.data.collections.new(TEMPLATE_COLLECTION_NAME)
+        templates.use_fake_user = True
+    if flake.name not in templates.objects:
+        templates.objects.link(flake)
+    material = _ensure_snow_material(flake_size)
+    if material.name not in flake.data.materials:
+        flake.data.materials.clear()
+        flake.data.materials.append(material)
+    return flake
+
+
+def _ensure_snow_material(flake_size: float):
+    """Principled snow: near-white, a little blue in the scatter, soft sheen, subsurface
+    scattering with a radius of about a flake (light enters and diffuses, as in real snow)."""
+    material = bpy.data.materials.get(FLAKE_MATERIAL_NAME)
+    if material is None:
+        material = bpy.data.materials.new(FLAKE_MATERIAL_NAME)
+    if material.node_tree is None:
+        material.use_nodes = True
+    principled = next((n for n in material.node_tree.nodes if n.type == 'BSDF_PRINCIPLED'), None)
+    if principled is None:
+        principled = material.node_tree.nodes.new('ShaderNodeBsdfPrincipled')
+        output = next(n for n in material.node_tree.nodes if n.type == 'OUTPUT_MATERIAL')
+        material.node_tree.links.new(principled.outputs[0], output.inputs[0])
+    values = {
+        "Base Color": (0.93, 0.95, 1.0, 1.0),
+        "Roughness": 0.45,
+        "Subsurface Weight": 0.6,
+        "Subsurface Radius": (1.0, 1.0, 1.2),
+        "Subsurface Scale": 0.5 * flake_size,
+        "Sheen Weight": 0.4,
+        "Sheen Roughness": 0.4,
+        "Specular IOR Level": 0.4,
+    }
+    for name, value in values.items():
+        if name in principled.inputs:
+            principled.inputs[name].default_value = value
+    material.diffuse_color = (0.93, 0.95, 1.0, 1.0)
+    return material
+
+
+# --------------------------------------------------------------------------------------------
+# bake
+
+def cache_directory(emitter) -> str:
+    """Absolute folder of the flake cache files."""
+    cache = flake_particle_system(emitter).point_cache
+    return os.path.normpath(bpy.path.abspath(cache.filepath))
+
+
+def frame_path(emitter, frame: int) -> str:
+    """Absolute path of the .bphys file of ``frame`` (0 is the info file)."""
+    return os.path.join(cache_directory(emitter),
+                        ptcache_format.cache_filename(CACHE_NAME, frame, CACHE_INDEX))
+
+
+def velocity_scale(scene, emitter) -> float:
+    """Factor from m/s to the cache's velocity unit (1 when the timestep is one frame)."""
+    settings = flake_particle_system(emitter).settings
+    fps = scene.render.fps / scene.render.fps_base
+    return 1.0 / (fps * settings.timestep)
+
+
+def write_flake_frame(emitter, frame: int, positions, velocities, respawned) -> None:
+    """Store one frame: positions (N,3) float32 m, velocities (N,3) float32 m/s, respawned
+    (N,) bool (True: the flake respawned since the previous frame, so ``positions`` hold its
+    new life). The previous frame's record of each respawned flake is marked unborn, which
+    hides it from f-1 until f so motion blur draws no jump."""
+    psys = flake_particle_system(emitter)
+    count = psys.settings.count
+    frame = _check_frame("frame", frame)
+    positions = _check_vectors("positions", positions, count)
+    velocities = _check_vectors("velocities", velocities, count)
+    respawned = np.asarray(respawned)
+    if respawned.shape != (count,) or respawned.dtype != np.bool_:
+        raise SnowInputError("respawned", f"must be a ({count},) bool array, got "
+                             f"{respawned.shape} {respawned.dtype}", "np.zeros(N, bool)")
+
+    directory = cache_directory(emitter)
+    os.makedirs(directory, exist_ok=True)
+    _ensure_info_file(emitter, count)
+    scale = np.float32(velocity_scale(bpy.context.scene, emitter))
+    cache_velocities = velocities if scale == 1.0 else velocities * scale
+    records = ptcache_format.flake_records(
+        positions, cache_velocities, np.full(count, BIRTH_FRAME, np.float32),
+        np.full(count, NEVER_FRAME, np.float32), np.full(count, NEVER_FRAME, np.float32))
+    ptcache_format.write_frame(frame_path(emitter, frame), records,
+                               ptcache_format.FLAKE_FRAME_TYPES)
+    previous = frame_path(emitter, frame - 1)
+    if frame > 1 and respawned.any() and os.path.exists(previous):
+        ptcache_format.set_times(previous, np.flatnonzero(respawned),
+                                 ptcache_format.TIMES_BIRTH, float(frame))
+
+
+def _ensure_info_file(emitter, count: int) -> None:
+    """Blender's frame-0 info file: the particle count and every particle's times."""
+    path = frame_path(emitter, 0)
+    if os.path.exists(path) and \
+            os.path.getsize(path) == ptcache_format.file_size(count, ptcache_format.INFO_FRAME_TYPES):
+        return
+    records = np.zeros(count, dtype=ptcache_format.record_dtype(ptcache_format.INFO_FRAME_TYPES))
+    records["times"][:, 0] = BIRTH_FRAME
+    records["times"][:, 1] = NEVER_FRAME
+    records["times"][:, 2] = NEVER_FRAME
+    ptcache_format.write_frame(path, records, ptcache_format.INFO_FRAME_TYPES)
+
+
+def finish_flake_bake(emitter, first_frame: int, last_frame: int) -> None:
+    """Check every frame in [first_frame, last_frame] was written, drop stale frames outside
+    it, and have Blender load the folder as a baked external cache (frame range = the files)."""
+    first_frame = _check_frame("first_frame", first_frame)
+    last_frame = _check_frame("last_frame", last_frame)
+    if last_frame < first_frame:
+        raise SnowInputError("last_frame", f"{last_frame} is before first frame {first_frame}",
+                             f"{first_frame} or later")
+    missing = [f for f in range(first_frame, last_frame + 1)
+               if not os.path.exists(frame_path(emitter, f))]
+    if missing:
+        raise SnowInputError("frames", f"{len(missing)} frame(s) were never written, first "
+                             f"{missing[0]}", "writing every frame of the range")
+    for frame in _cached_frames(emitter):
+        if frame != 0 and not first_frame <= frame <= last_frame:
+            os.remove(frame_path(emitter, frame))
+    _reload_cache(emitter)
+    cache = flake_particle_system(emitter).point_cache
+    if not (cache.is_baked and cache.frame_start == first_frame
+            and cache.frame_end == last_frame):
+        raise RuntimeError(f"Blender did not load the flake cache in {cache_directory(emitter)}: "
+                           f"{cache.info}")
+
+
+def free_flake_bake(emitter) -> None:
+    """Delete the flake cache files (and their folder when it is left empty)."""
+    directory = cache_directory(emitter)
+    for frame in _cached_frames(emitter):
+        os.remove(frame_path(emitter, frame))
+    if os.path.isdir(directory) and not os.listdir(directory):
+        os.rmdir(directory)
+    cache = flake_particle_system(emitter).point_cache
+    cache.use_external = False
+    with bpy.context.temp_override(point_cache=cache, object=emitter):
+        bpy.ops.ptcache.free_bake()       # clears Blender's baked flag
+    cache.use_external = True
+    emitter.update_tag()
+
+
+def _cached_frames(emitter) -> list[int]:
+    directory = cache_directory(emitter)
+    if not os.path.isdir(directory):
+        return []
+    prefix, suffix = f"{CACHE_NAME}_", f"_{CACHE_INDEX:02d}{ptcache_format.EXTENSION}"
+    frames = []
+    for name in os.listdir(directory):
+        middle = name[len(prefix):-len(suffix)]
+        if name.startswith(prefix) and name.endswith(suffix) and middle.isdigit():
+            frames.append(int(middle))
+    return sorted(frames)
+
+
+def _reload_cache(emitter) -> None:
+    """Make Blender rescan the external cache folder (setting use_external re-reads it)."""
+    cache = flake_particle_system(emitter).point_cache
+    cache.use_external = False
+    cache.use_external = True
+    emitter.update_tag()
+
+
+# --------------------------------------------------------------------------------------------
+# read back
+
+def read_flake_frame(emitter, frame: int) -> np.ndarray:
+    """Positions (N,3) float32 of the flakes at ``frame`` as Blender evaluates them (scene set
+    to that frame, evaluated particle locations); the scene's frame is restored after."""
+    return evaluate_flakes(emitter, frame)[0]
+
+
+def evaluate_flakes(emitter, frame: float):
+    """Blender's evaluation of the flakes at a (sub)frame: positions (N,3) float32 m,
+    velocities (N,3) float32 m/s and alive (N,) bool (False: unborn or dead, not drawn)."""
+    scene = bpy.context.scene
+    restore = (scene.frame_current, scene.frame_subframe)
+    whole = int(np.floor(frame))
+    scene.frame_set(whole, subframe=float(frame - whole))
+    try:
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        evaluated = emitter.evaluated_get(depsgraph)
+        particles = evaluated.particle_systems[flake_particle_system(emitter).name].particles
+        count = len(particles)
+        positions = np.empty(count * 3, dtype=np.float32)
+        velocities = np.empty(count * 3, dtype=np.float32)
+        alive = np.empty(count, dtype=np.int32)
+        particles.foreach_get("location", positions)
+        particles.foreach_get("velocity", velocities)
+        particles.foreach_get("alive_state", alive)
+        scale = np.float32(velocity_scale(scene, emitter))
+        alive_code = particles[0].bl_rna.properties["alive_state"].enum_items["ALIVE"].value \
+            if count else 0
+    finally:
+        scene.frame_set(restore[0], subframe=restore[1])
+    return (positions.reshape(count, 3), velocities.reshape(count, 3) / scale,
+            alive == alive_code)
+
+
+# --------------------------------------------------------------------------------------------
+# input checks
+
+def _check_frame(setting: str, frame) -> int:
+    if isinstance(frame, bool) or not isinstance(frame, (int, np.integer)) or frame < 1:
+        raise SnowInputError(setting, f"must be a whole frame >= 1 (Blender's point cache "
+                             f"keeps frame 0 for its info file), got {frame!r}", "1")
+    return int(frame)
+
+
+def _check_vectors(setting: str, array, count: int) -> np.ndarray:
+    array = np.asarray(array)
+    if array.shape != (count, 3):
+        raise SnowInputError(setting, f"must have shape ({count}, 3), got {array.shape}",
+                             "the engine's flake arrays")
+    if array.dtype != np.float32:
+        raise SnowInputError(setting, f"must be float32, got {array.dtype}",
+                             "array.astype(np.float32)")
+    if not np.isfinite(array).all():
+        raise SnowInputError(setting, "holds NaN or infinite values", "finite values")
+    return np.ascontiguousarray(array)
