@@ -1,0 +1,194 @@
+"""Snowflake kernels, Numba build (same names, arguments and streams as
+kernels.reference.flakes; see there for the model and the random streams)."""
+import math
+
+import numba
+import numpy as np
+
+from .rng import random_uniform
+from .sampling import sample_bilinear, sample_wind
+
+CONSTANT_COUNTER = 0xFFFFFFFF
+STREAM_TERMINAL_SPEED, STREAM_RADIUS, STREAM_OMEGA, STREAM_OMEGA_SIGN = 0, 1, 2, 3
+STREAM_X, STREAM_Y, STREAM_Z, STREAM_PHASE = 4, 5, 6, 7
+OMEGA_MIN = np.float32(np.pi / 4.0)
+OMEGA_MAX = np.float32(np.pi / 3.0)
+TWO_PI = np.float32(2.0 * np.pi)
+OPEN_LIMIT = np.float32(-1.0e29)
+SPAWN_MARGIN = np.float32(0.01)
+
+
+@numba.njit(inline="always", cache=True)
+def flake_constants(seed, fid, vt_min, vt_max, spiral_radius):
+    """(Vt m/s, R m, signed w rad/s) of flake ``fid``."""
+    vt = np.float32(vt_min) + random_uniform(seed, fid, CONSTANT_COUNTER, STREAM_TERMINAL_SPEED) \
+        * np.float32(np.float32(vt_max) - np.float32(vt_min))
+    radius = random_uniform(seed, fid, CONSTANT_COUNTER, STREAM_RADIUS) * np.float32(spiral_radius)
+    omega = OMEGA_MIN + random_uniform(seed, fid, CONSTANT_COUNTER, STREAM_OMEGA) \
+        * np.float32(OMEGA_MAX - OMEGA_MIN)
+    if random_uniform(seed, fid, CONSTANT_COUNTER, STREAM_OMEGA_SIGN) < np.float32(0.5):
+        omega = -omega
+    return np.float32(vt), np.float32(radius), np.float32(omega)
+
+
+@numba.njit(inline="always", cache=True)
+def _wrap(coordinate, origin, length):
+    end = np.float32(origin + length)
+    if coordinate >= origin and coordinate < end:
+        return coordinate
+    offset = np.float32(coordinate - origin)
+    offset = np.float32(offset - length * np.float32(math.floor(offset / length)))
+    wrapped = np.float32(origin + offset)
+    if wrapped >= end or wrapped < origin:
+        wrapped = origin
+    return wrapped
+
+
+@numba.njit(parallel=True, cache=True)
+def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+                      u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+                      seed, vt_min, vt_max, spiral_radius):
+    """See kernels.reference.flakes.initialize_flakes."""
+    nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
+    h = np.float32(cell_size)
+    x0, y0, z0 = np.float32(wx0), np.float32(wy0), np.float32(wz0)
+    length_x, length_y = np.float32(np.float32(nx) * h), np.float32(np.float32(ny) * h)
+    top = np.float32(z0 + np.float32(nz) * h)
+    for n in numba.prange(flake_id.size):
+        fid = flake_id[n]
+        vt, _radius, _omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
+        x = np.float32(x0 + random_uniform(seed, fid, 0, STREAM_X) * length_x)
+        y = np.float32(y0 + random_uniform(seed, fid, 0, STREAM_Y) * length_y)
+        ground = np.float32(sample_bilinear(height, hx0, hy0, spacing, x, y)
+                            + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y))
+        low = np.float32(max(ground, z0) + SPAWN_MARGIN * h)
+        low = min(low, np.float32(top - h))
+        z = np.float32(low + random_uniform(seed, fid, 0, STREAM_Z) * np.float32(top - low))
+        wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+        pos_x[n], pos_y[n], pos_z[n] = x, y, z
+        vel_x[n], vel_y[n], vel_z[n] = wind_x, wind_y, np.float32(wind_z - vt)
+        phase[n] = random_uniform(seed, fid, 0, STREAM_PHASE) * TWO_PI
+        respawn_count[n] = 0
+
+
+def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+                u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt):
+    """See kernels.reference.flakes.step_flakes. Hits are gathered per chunk of flakes and
+    added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
+    chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
+    _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+                 u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks)
+
+
+@numba.njit(parallel=True, cache=True)
+def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+                 u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks):
+    nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
+    hny, hnx = height.shape
+    h = np.float32(cell_size)
+    x0, y0, z0 = np.float32(wx0), np.float32(wy0), np.float32(wz0)
+    length_x, length_y = np.float32(np.float32(nx) * h), np.float32(np.float32(ny) * h)
+    top = np.float32(z0 + np.float32(nz) * h)
+    g, dt = np.float32(gravity), np.float32(dt)
+    one, half = np.float32(1.0), np.float32(0.5)
+    inv_spacing = one / np.float32(spacing)
+    hx, hy = np.float32(hx0), np.float32(hy0)
+    count = flake_id.size
+    hit_nodes = np.empty(count, np.int64)
+    hits_in_chunk = np.zeros(chunks, np.int64)
+    for c in numba.prange(chunks):
+        begin = c * count // chunks
+        end = (c + 1) * count // chunks
+        found = 0
+        for n in range(begin, end):
+            fid = flake_id[n]
+            vt, radius, omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
+            x, y, z = pos_x[n], pos_y[n], pos_z[n]
+            vx, vy, vz = vel_x[n], vel_y[n], vel_z[n]
+            wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+            rx = np.float32(wind_x - vx)
+            ry = np.float32(wind_y - vy)
+            rz = np.float32(wind_z - vz)
+            k = np.float32(g * np.float32(math.sqrt(np.float32(rx * rx + ry * ry + rz * rz)))
+                           / np.float32(vt * vt))
+            denominator = np.float32(one + k * dt)
+            nvx = np.float32(np.float32(vx + dt * np.float32(k * wind_x)) / denominator)
+            nvy = np.float32(np.float32(vy + dt * np.float32(k * wind_y)) / denominator)
+            nvz = np.float32(np.float32(vz + dt * np.float32(k * wind_z - g)) / denominator)
+            rx = np.float32(wind_x - nvx)
+            ry = np.float32(wind_y - nvy)
+            rz = np.float32(wind_z - nvz)
+            relative_speed = np.float32(math.sqrt(np.float32(rx * rx + ry * ry + rz * rz)))
+            speed = max(np.float32(math.sqrt(np.float32(nvx * nvx + nvy * nvy + nvz * nvz))), one)
+            spiral = np.float32(np.float32(np.float32(relative_speed / speed) * omega) * radius)
+            th = np.float64(phase[n])
+            circle_x = np.float32(-spiral * np.float32(math.sin(th)))
+            circle_y = np.float32(spiral * np.float32(math.cos(th)))
+            x = np.float32(x + np.float32(np.float32(half * np.float32(vx + nvx)) + circle_x) * dt)
+            y = np.float32(y + np.float32(np.float32(half * np.float32(vy + nvy)) + circle_y) * dt)
+            z = np.float32(z + np.float32(half * np.float32(vz + nvz)) * dt)
+            new_phase = np.float32(phase[n] + np.float32(omega * dt))
+            new_phase = np.float32(new_phase - TWO_PI * np.float32(math.floor(new_phase / TWO_PI)))
+            x = _wrap(x, x0, length_x)
+            y = _wrap(y, y0, length_y)
+
+            ground = np.float32(sample_bilinear(height, hx0, hy0, spacing, x, y)
+                                + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y))
+            ni = min(max(int(math.floor(np.float32(np.float32(x - hx) * inv_spacing) + half)), 0), hnx - 1)
+            nj = min(max(int(math.floor(np.float32(np.float32(y - hy) * inv_spacing) + half)), 0), hny - 1)
+            hit = z < ground and height[nj, ni] > OPEN_LIMIT
+            if hit:
+                hit_nodes[begin + found] = nj * hnx + ni
+                found += 1
+            if hit or z < z0:
+                counter = np.uint32(respawn_count[n] + np.uint32(1))
+                x = np.float32(x0 + random_uniform(seed, fid, counter, STREAM_X) * length_x)
+                y = np.float32(y0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y)
+                z = np.float32(np.float32(top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h)
+                wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+                nvx, nvy, nvz = wind_x, wind_y, np.float32(wind_z - vt)
+                respawn_count[n] = counter
+            pos_x[n], pos_y[n], pos_z[n] = x, y, z
+            vel_x[n], vel_y[n], vel_z[n] = nvx, nvy, nvz
+            phase[n] = new_phase
+        hits_in_chunk[c] = found
+    flat_hits = hit_counts.reshape(-1)
+    for c in range(chunks):
+        begin = c * count // chunks
+        for m in range(hits_in_chunk[c]):
+            flat_hits[hit_nodes[begin + m]] += 1
+
+
+@numba.njit(parallel=True, cache=True)
+def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):
+    """Linear wind-cell index (k * ny + j) * nx + i of each flake (clamped), into uint32 keys."""
+    inv = np.float32(1.0) / np.float32(cell_size)
+    for n in numba.prange(pos_x.size):
+        i = min(max(int(math.floor(np.float32(pos_x[n] - np.float32(wx0)) * inv)), 0), nx - 1)
+        j = min(max(int(math.floor(np.float32(pos_y[n] - np.float32(wy0)) * inv)), 0), ny - 1)
+        k = min(max(int(math.floor(np.float32(pos_z[n] - np.float32(wz0)) * inv)), 0), nz - 1)
+        keys[n] = (k * ny + j) * nx + i
+
+
+#: Steps between spatial sorts of the flake arrays (0: the CPU build does not sort; the
+#: flakes of a CPU bake are few enough that cache misses on the wind are not the limit).
+SORT_INTERVAL = 0
+
+
+def sort_permutation(keys, cell_counts, destination):
+    """See kernels.reference.flakes.sort_permutation (host NumPy: the CPU never sorts in a step)."""
+    order = np.argsort(keys, kind="stable")
+    result = np.empty(keys.size, np.uint32)
+    result[order] = np.arange(keys.size, dtype=np.uint32)
+    cell_counts[...] = np.bincount(keys, minlength=cell_counts.size)[:cell_counts.size]
+    destination[...] = result
+
+
+@numba.njit(parallel=True, cache=True)
+def scatter(source, destination, out):
+    """out[destination[n]] = source[n] (4-byte words)."""
+    for n in numba.prange(source.size):
+        out[destination[n]] = source[n]

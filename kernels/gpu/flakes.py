@@ -1,0 +1,242 @@
+"""Snowflake kernels, CUDA build through CuPy (same names, arguments, streams and float32
+operation order as kernels.reference.flakes; compiled with --fmad=false).
+
+One fused kernel per step and flake: sample the wind, integrate, wrap, collide, count the
+hit (integer atomic), respawn. Flakes are sorted by wind cell every ``SORT_INTERVAL``
+steps by a counting sort (histogram, scan, scatter) so neighbouring threads read the same
+wind cells; the order inside a cell is arbitrary, which changes storage order only.
+"""
+import numpy as np
+
+from .common import compile_module
+
+
+def _f(value):
+    """Exact float32 literal for CUDA source."""
+    return repr(float(np.float32(value))) + "f"
+
+
+SOURCE = r"""
+#define OPEN_LIMIT -1.0e29f
+#define OMEGA_MIN """ + _f(np.pi / 4.0) + r"""
+#define OMEGA_MAX """ + _f(np.pi / 3.0) + r"""
+#define TWO_PI """ + _f(2.0 * np.pi) + r"""
+#define SPAWN_MARGIN 0.01f
+#define CONSTANT_COUNTER 0xFFFFFFFFu
+
+__device__ __forceinline__ void flake_constants(unsigned int seed, unsigned int fid, float vt_min,
+        float vt_max, float spiral_radius, float &vt, float &radius, float &omega) {
+    vt = vt_min + random_uniform(seed, fid, CONSTANT_COUNTER, 0u) * (vt_max - vt_min);
+    radius = random_uniform(seed, fid, CONSTANT_COUNTER, 1u) * spiral_radius;
+    omega = OMEGA_MIN + random_uniform(seed, fid, CONSTANT_COUNTER, 2u) * (OMEGA_MAX - OMEGA_MIN);
+    if (random_uniform(seed, fid, CONSTANT_COUNTER, 3u) < 0.5f) omega = -omega;
+}
+
+__device__ __forceinline__ float wrap_coordinate(float c, float origin, float length) {
+    float end = origin + length;
+    if (c >= origin && c < end) return c;
+    float offset = c - origin;
+    offset = offset - length * floorf(offset / length);
+    float wrapped = origin + offset;
+    if (wrapped >= end || wrapped < origin) wrapped = origin;
+    return wrapped;
+}
+
+extern "C" __global__ void initialize_flakes(
+        const unsigned int* __restrict__ flake_id, float* pos_x, float* pos_y, float* pos_z,
+        float* vel_x, float* vel_y, float* vel_z, float* phase, unsigned int* respawn_count,
+        const float* __restrict__ u, const float* __restrict__ v, const float* __restrict__ w,
+        int nx, int ny, int nz, float wx0, float wy0, float wz0, float h,
+        const float* __restrict__ height, const float* __restrict__ snow, int hnx, int hny,
+        float hx0, float hy0, float spacing, unsigned int seed, float vt_min, float vt_max,
+        float spiral_radius, int count) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= count) return;
+    unsigned int fid = flake_id[n];
+    float vt, radius, omega;
+    flake_constants(seed, fid, vt_min, vt_max, spiral_radius, vt, radius, omega);
+    float length_x = (float)nx * h, length_y = (float)ny * h, top = wz0 + (float)nz * h;
+    float x = wx0 + random_uniform(seed, fid, 0u, 4u) * length_x;
+    float y = wy0 + random_uniform(seed, fid, 0u, 5u) * length_y;
+    float ground = sample_bilinear(height, hnx, hny, hx0, hy0, spacing, x, y)
+                 + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y);
+    float low = fmaxf(ground, wz0) + SPAWN_MARGIN * h;
+    low = fminf(low, top - h);
+    float z = low + random_uniform(seed, fid, 0u, 6u) * (top - low);
+    float3 wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
+    pos_x[n] = x; pos_y[n] = y; pos_z[n] = z;
+    vel_x[n] = wind.x; vel_y[n] = wind.y; vel_z[n] = wind.z - vt;
+    phase[n] = random_uniform(seed, fid, 0u, 7u) * TWO_PI;
+    respawn_count[n] = 0u;
+}
+
+extern "C" __global__ void __launch_bounds__(256) step_flakes(
+        const unsigned int* __restrict__ flake_id, float* __restrict__ pos_x,
+        float* __restrict__ pos_y, float* __restrict__ pos_z, float* __restrict__ vel_x,
+        float* __restrict__ vel_y, float* __restrict__ vel_z, float* __restrict__ phase,
+        unsigned int* __restrict__ respawn_count,
+        const float* __restrict__ u, const float* __restrict__ v, const float* __restrict__ w,
+        int nx, int ny, int nz, float wx0, float wy0, float wz0, float h,
+        const float* __restrict__ height, const float* __restrict__ snow, int hnx, int hny,
+        float hx0, float hy0, float spacing, int* __restrict__ hit_counts, unsigned int seed,
+        float vt_min, float vt_max, float spiral_radius, float g, float dt, int count) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= count) return;
+    unsigned int fid = __ldg(flake_id + n);
+    float vt, radius, omega;
+    flake_constants(seed, fid, vt_min, vt_max, spiral_radius, vt, radius, omega);
+    float x = pos_x[n], y = pos_y[n], z = pos_z[n];
+    float vx = vel_x[n], vy = vel_y[n], vz = vel_z[n];
+    float th = phase[n];
+    float3 wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
+    float rx = wind.x - vx, ry = wind.y - vy, rz = wind.z - vz;
+    float k = g * sqrtf(rx * rx + ry * ry + rz * rz) / (vt * vt);
+    float denominator = 1.0f + k * dt;
+    float nvx = (vx + dt * (k * wind.x)) / denominator;
+    float nvy = (vy + dt * (k * wind.y)) / denominator;
+    float nvz = (vz + dt * (k * wind.z - g)) / denominator;
+    rx = wind.x - nvx; ry = wind.y - nvy; rz = wind.z - nvz;
+    float relative_speed = sqrtf(rx * rx + ry * ry + rz * rz);
+    float speed = fmaxf(sqrtf(nvx * nvx + nvy * nvy + nvz * nvz), 1.0f);
+    float spiral = relative_speed / speed * omega * radius;
+    double s, c;
+    sincos((double)th, &s, &c);
+    float circle_x = -spiral * (float)s;
+    float circle_y = spiral * (float)c;
+    x = x + (0.5f * (vx + nvx) + circle_x) * dt;
+    y = y + (0.5f * (vy + nvy) + circle_y) * dt;
+    z = z + 0.5f * (vz + nvz) * dt;
+    float new_phase = th + omega * dt;
+    new_phase = new_phase - TWO_PI * floorf(new_phase / TWO_PI);
+    float length_x = (float)nx * h, length_y = (float)ny * h;
+    x = wrap_coordinate(x, wx0, length_x);
+    y = wrap_coordinate(y, wy0, length_y);
+
+    float ground = sample_bilinear(height, hnx, hny, hx0, hy0, spacing, x, y)
+                 + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y);
+    float inv_spacing = 1.0f / spacing;
+    int ni = min(max((int)floorf((x - hx0) * inv_spacing + 0.5f), 0), hnx - 1);
+    int nj = min(max((int)floorf((y - hy0) * inv_spacing + 0.5f), 0), hny - 1);
+    bool hit = z < ground && __ldg(height + (long long)nj * hnx + ni) > OPEN_LIMIT;
+    if (hit) atomicAdd(hit_counts + (long long)nj * hnx + ni, 1);
+    if (hit || z < wz0) {
+        unsigned int counter = respawn_count[n] + 1u;
+        float top = wz0 + (float)nz * h;
+        x = wx0 + random_uniform(seed, fid, counter, 4u) * length_x;
+        y = wy0 + random_uniform(seed, fid, counter, 5u) * length_y;
+        z = (top - h) + random_uniform(seed, fid, counter, 6u) * h;
+        float3 spawn_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
+        nvx = spawn_wind.x; nvy = spawn_wind.y; nvz = spawn_wind.z - vt;
+        respawn_count[n] = counter;
+    }
+    pos_x[n] = x; pos_y[n] = y; pos_z[n] = z;
+    vel_x[n] = nvx; vel_y[n] = nvy; vel_z[n] = nvz;
+    phase[n] = new_phase;
+}
+
+extern "C" __global__ void cell_keys(const float* __restrict__ pos_x, const float* __restrict__ pos_y,
+        const float* __restrict__ pos_z, float wx0, float wy0, float wz0, float h, int nx, int ny,
+        int nz, unsigned int* __restrict__ keys, int count) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= count) return;
+    float inv = 1.0f / h;
+    int i = min(max((int)floorf((pos_x[n] - wx0) * inv), 0), nx - 1);
+    int j = min(max((int)floorf((pos_y[n] - wy0) * inv), 0), ny - 1);
+    int k = min(max((int)floorf((pos_z[n] - wz0) * inv), 0), nz - 1);
+    keys[n] = (unsigned int)((k * ny + j) * nx + i);
+}
+
+extern "C" __global__ void count_keys(const unsigned int* __restrict__ keys,
+                                      unsigned int* __restrict__ cell_counts, int count) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < count) atomicAdd(cell_counts + keys[n], 1u);
+}
+
+// cell_end: inclusive prefix sums of the counts; each flake takes the next free slot of
+// its cell from the end (order inside a cell is arbitrary). destination may alias keys.
+extern "C" __global__ void place_keys(const unsigned int* keys, unsigned int* __restrict__ cell_end,
+                                      unsigned int* destination, int count) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < count) destination[n] = atomicSub(cell_end + keys[n], 1u) - 1u;
+}
+
+extern "C" __global__ void scatter(const unsigned int* __restrict__ source,
+                                   const unsigned int* __restrict__ destination,
+                                   unsigned int* __restrict__ out, int count) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < count) out[destination[n]] = source[n];
+}
+"""
+
+#: Steps between spatial sorts (measured on an H100: see docs/flakes_and_cover.md).
+SORT_INTERVAL = 32
+BLOCK = 256
+
+
+def _module():
+    return compile_module(SOURCE)
+
+
+def _launch(name, count, arguments):
+    if count == 0:
+        return
+    kernel = _module().get_function(name)
+    kernel(((count + BLOCK - 1) // BLOCK,), (BLOCK,), tuple(arguments) + (np.int32(count),))
+
+
+def _wind_arguments(u, v, w, wx0, wy0, wz0, cell_size):
+    nz, ny, nx1 = u.shape
+    return (u, v, w, np.int32(nx1 - 1), np.int32(ny), np.int32(nz), np.float32(wx0),
+            np.float32(wy0), np.float32(wz0), np.float32(cell_size))
+
+
+def _ground_arguments(height, snow_depth, hx0, hy0, spacing):
+    hny, hnx = height.shape
+    return (height, snow_depth, np.int32(hnx), np.int32(hny), np.float32(hx0), np.float32(hy0),
+            np.float32(spacing))
+
+
+def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+                      u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+                      seed, vt_min, vt_max, spiral_radius):
+    """See kernels.reference.flakes.initialize_flakes."""
+    _launch("initialize_flakes", flake_id.size,
+            (flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count)
+            + _wind_arguments(u, v, w, wx0, wy0, wz0, cell_size)
+            + _ground_arguments(height, snow_depth, hx0, hy0, spacing)
+            + (np.uint32(seed), np.float32(vt_min), np.float32(vt_max), np.float32(spiral_radius)))
+
+
+def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+                u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt):
+    """See kernels.reference.flakes.step_flakes (one fused kernel)."""
+    _launch("step_flakes", flake_id.size,
+            (flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count)
+            + _wind_arguments(u, v, w, wx0, wy0, wz0, cell_size)
+            + _ground_arguments(height, snow_depth, hx0, hy0, spacing)
+            + (hit_counts, np.uint32(seed), np.float32(vt_min), np.float32(vt_max),
+               np.float32(spiral_radius), np.float32(gravity), np.float32(dt)))
+
+
+def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):
+    """See kernels.reference.flakes.cell_keys."""
+    _launch("cell_keys", pos_x.size, (pos_x, pos_y, pos_z, np.float32(wx0), np.float32(wy0),
+                                      np.float32(wz0), np.float32(cell_size), np.int32(nx),
+                                      np.int32(ny), np.int32(nz), keys))
+
+
+def sort_permutation(keys, cell_counts, destination):
+    """Counting sort: destination slot of each flake so keys ascend (arbitrary order inside
+    a cell). ``destination`` may be ``keys``; ``cell_counts`` (uint32 per cell) is scratch."""
+    import cupy
+
+    cell_counts.fill(0)
+    _launch("count_keys", keys.size, (keys, cell_counts))
+    cell_end = cupy.cumsum(cell_counts, dtype=cupy.uint32)
+    _launch("place_keys", keys.size, (keys, cell_end, destination))
+
+
+def scatter(source, destination, out):
+    """out[destination[n]] = source[n] (4-byte words)."""
+    _launch("scatter", source.size, (source, destination, out))

@@ -1,0 +1,93 @@
+"""Snow cover kernels, NumPy reference (the test oracle).
+
+Arrays live on the heightmap grid, shape (ny, nx): ``height`` float32 (m, OPEN_HEIGHT at
+open nodes), ``has_surface`` bool, ``snow_depth`` float32 (m), ``hit_counts`` int32.
+Redistribution fluxes live on the neighbour pairs: ``flux_x`` (ny, nx - 1) from node
+[j, i] to [j, i + 1], ``flux_y`` (ny - 1, nx) from [j, i] to [j + 1, i] (m of depth).
+"""
+import numpy as np
+
+#: The theses' 5x5 deposit footprint (centre 0.15, edge 0.095, diagonal 0.059, two away
+#: on the axes 0.026, knight moves 0.015, corners 0.0037); normalised per hit node.
+FOOTPRINT = np.array([
+    [0.0037, 0.015, 0.026, 0.015, 0.0037],
+    [0.015, 0.059, 0.095, 0.059, 0.015],
+    [0.026, 0.095, 0.15, 0.095, 0.026],
+    [0.015, 0.059, 0.095, 0.059, 0.015],
+    [0.0037, 0.015, 0.026, 0.015, 0.0037]], dtype=np.float32)
+
+
+def deposit_scale(has_surface, volume_per_hit, node_area):
+    """Depth (m) per unit footprint weight that one hit at each node adds, float32 (ny, nx):
+    volume_per_hit / (node_area * sum of the footprint weights over in-grid surface nodes),
+    so each hit adds exactly ``volume_per_hit`` (m^3). 0 where no weight lands. Host, once."""
+    ny, nx = has_surface.shape
+    padded = np.zeros((ny + 4, nx + 4), np.float64)
+    padded[2:-2, 2:-2] = has_surface
+    weight_sum = np.zeros((ny, nx), np.float64)
+    for dj in range(5):
+        for di in range(5):
+            weight_sum += float(FOOTPRINT[dj, di]) * padded[dj:dj + ny, di:di + nx]
+    scale = np.zeros((ny, nx), np.float64)
+    np.divide(float(volume_per_hit) / float(node_area), weight_sum, out=scale, where=weight_sum > 0)
+    return scale.astype(np.float32)
+
+
+def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total):
+    """Gather the footprints of every hit into ``snow_depth`` (surface nodes only) and add
+    the number of hits to ``hit_total`` (int64, shape (1,)). ``hit_counts`` is left as is."""
+    ny, nx = hit_counts.shape
+    source = np.zeros((ny + 4, nx + 4), np.float32)
+    source[2:-2, 2:-2] = hit_counts.astype(np.float32) * scale
+    added = np.zeros((ny, nx), np.float32)
+    for dj in range(5):           # fixed order: the sum is the same on every backend
+        for di in range(5):
+            added = (added + source[4 - dj:4 - dj + ny, 4 - di:4 - di + nx] * FOOTPRINT[dj, di]
+                     ).astype(np.float32)
+    snow_depth[...] = np.where(has_surface, snow_depth + added, snow_depth).astype(np.float32)
+    hit_total[0] += np.int64(hit_counts.sum(dtype=np.int64))
+
+
+def redistribution_fluxes(height, has_surface, snow_depth, threshold, min_depth, fraction,
+                          flux_x, flux_y):
+    """One flux per 4-neighbour pair of surface nodes: where the surface (height + snow)
+    difference d exceeds ``threshold`` (tan(angle of repose) * spacing, m) and the higher
+    node holds more than ``min_depth`` of snow, move fraction * min(snow_high - min_depth,
+    d - threshold) from high to low. Positive flux: toward the higher index."""
+    f32 = np.float32
+    surface = (height + snow_depth).astype(np.float32)
+    flux_x[...] = _pair_flux(surface[:, :-1], surface[:, 1:], snow_depth[:, :-1], snow_depth[:, 1:],
+                             has_surface[:, :-1] & has_surface[:, 1:],
+                             f32(threshold), f32(min_depth), f32(fraction))
+    flux_y[...] = _pair_flux(surface[:-1, :], surface[1:, :], snow_depth[:-1, :], snow_depth[1:, :],
+                             has_surface[:-1, :] & has_surface[1:, :],
+                             f32(threshold), f32(min_depth), f32(fraction))
+
+
+def _pair_flux(surface_a, surface_b, snow_a, snow_b, both, threshold, min_depth, fraction):
+    difference = (surface_a - surface_b).astype(np.float32)
+    from_a = np.minimum(snow_a - min_depth, difference - threshold).astype(np.float32)
+    from_b = np.minimum(snow_b - min_depth, -difference - threshold).astype(np.float32)
+    flux = np.where(from_a > 0, fraction * from_a,
+                    np.where(from_b > 0, -(fraction * from_b), np.float32(0.0)))
+    return np.where(both, flux, np.float32(0.0)).astype(np.float32)
+
+
+def apply_fluxes(flux_x, flux_y, snow_depth):
+    """snow_depth = max(snow_depth - outflow, 0) + inflow over each node's four pairs (sums
+    in a fixed order). Outflows come off first so float rounding cannot leave a negative
+    depth; the max only absorbs such rounding (outflow <= depth in exact arithmetic)."""
+    ny, nx = snow_depth.shape
+    zero = np.float32(0.0)
+    fx = np.zeros((ny, nx + 1), np.float32)
+    fx[:, 1:-1] = flux_x
+    fy = np.zeros((ny + 1, nx), np.float32)
+    fy[1:-1, :] = flux_y
+    left, right, down, up = fx[:, :-1], fx[:, 1:], fy[:-1, :], fy[1:, :]
+    outflow = (np.maximum(-left, zero) + np.maximum(right, zero)).astype(np.float32)
+    outflow = (outflow + np.maximum(-down, zero)).astype(np.float32)
+    outflow = (outflow + np.maximum(up, zero)).astype(np.float32)
+    inflow = (np.maximum(left, zero) + np.maximum(-right, zero)).astype(np.float32)
+    inflow = (inflow + np.maximum(down, zero)).astype(np.float32)
+    inflow = (inflow + np.maximum(-up, zero)).astype(np.float32)
+    snow_depth[...] = (np.maximum(snow_depth - outflow, zero) + inflow).astype(np.float32)

@@ -1,0 +1,180 @@
+"""Snowflake kernels, NumPy reference (the test oracle): plain vectorised float32 NumPy.
+
+Per-flake state is struct-of-arrays, float32 ``pos_*``, ``vel_*`` (m, m/s), ``phase`` (rad),
+uint32 ``respawn_count`` and ``flake_id``, all shape (N,), updated in place. Per-flake
+constants (terminal speed, spiral radius and angular speed) are not stored: they are drawn
+again each step from the counter-based generator with counter ``CONSTANT_COUNTER``.
+
+Random streams (``random_uniform(seed, flake_id, counter, stream)``):
+
+* counter ``0xFFFFFFFF``: stream 0 terminal speed, 1 spiral radius, 2 angular speed,
+  3 angular-speed sign (fixed for the life of the flake).
+* counter = respawn count (0 at initialisation): stream 4 x, 5 y, 6 z of the (re)spawn
+  point, stream 7 initial spiral phase (initialisation only).
+"""
+import numpy as np
+
+from .rng import random_uniform
+from .sampling import sample_bilinear, sample_wind
+
+CONSTANT_COUNTER = 0xFFFFFFFF
+STREAM_TERMINAL_SPEED, STREAM_RADIUS, STREAM_OMEGA, STREAM_OMEGA_SIGN = 0, 1, 2, 3
+STREAM_X, STREAM_Y, STREAM_Z, STREAM_PHASE = 4, 5, 6, 7
+OMEGA_MIN = np.float32(np.pi / 4.0)
+OMEGA_MAX = np.float32(np.pi / 3.0)
+TWO_PI = np.float32(2.0 * np.pi)
+#: Heights below this mark heightmap nodes without a surface (OPEN_HEIGHT is -1e30).
+OPEN_LIMIT = np.float32(-1.0e29)
+#: Initial flakes start at least this fraction of a wind cell above the ground.
+SPAWN_MARGIN = np.float32(0.01)
+
+f32 = np.float32
+
+
+def flake_constants(seed, flake_id, vt_min, vt_max, spiral_radius):
+    """Terminal speed Vt (m/s), spiral radius R (m) and signed angular speed w (rad/s)."""
+    vt = f32(vt_min) + random_uniform(seed, flake_id, CONSTANT_COUNTER, STREAM_TERMINAL_SPEED) \
+        * f32(f32(vt_max) - f32(vt_min))
+    radius = random_uniform(seed, flake_id, CONSTANT_COUNTER, STREAM_RADIUS) * f32(spiral_radius)
+    omega = OMEGA_MIN + random_uniform(seed, flake_id, CONSTANT_COUNTER, STREAM_OMEGA) \
+        * f32(OMEGA_MAX - OMEGA_MIN)
+    sign = random_uniform(seed, flake_id, CONSTANT_COUNTER, STREAM_OMEGA_SIGN)
+    omega = np.where(sign < f32(0.5), -omega, omega).astype(np.float32)
+    return vt.astype(np.float32), radius.astype(np.float32), omega
+
+
+def _ground(height, snow_depth, hx0, hy0, spacing, x, y):
+    return (sample_bilinear(height, hx0, hy0, spacing, x, y)
+            + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y)).astype(np.float32)
+
+
+def _spawn_xy(seed, flake_id, counter, wx0, wy0, length_x, length_y):
+    x = f32(wx0) + random_uniform(seed, flake_id, counter, STREAM_X) * f32(length_x)
+    y = f32(wy0) + random_uniform(seed, flake_id, counter, STREAM_Y) * f32(length_y)
+    return x.astype(np.float32), y.astype(np.float32)
+
+
+def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+                      u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+                      seed, vt_min, vt_max, spiral_radius):
+    """Place every flake (counter 0): XY uniform over the wind domain, z uniform between
+    the ground (+ a small margin) and the top, velocity = local wind + (0, 0, -Vt)."""
+    nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
+    h = f32(cell_size)
+    top = f32(f32(wz0) + f32(nz) * h)
+    vt, _radius, _omega = flake_constants(seed, flake_id, vt_min, vt_max, spiral_radius)
+    x, y = _spawn_xy(seed, flake_id, 0, wx0, wy0, f32(f32(nx) * h), f32(f32(ny) * h))
+    low = np.maximum(_ground(height, snow_depth, hx0, hy0, spacing, x, y), f32(wz0)) + SPAWN_MARGIN * h
+    low = np.minimum(low, top - h).astype(np.float32)
+    z = (low + random_uniform(seed, flake_id, 0, STREAM_Z) * (top - low)).astype(np.float32)
+    wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+    pos_x[:], pos_y[:], pos_z[:] = x, y, z
+    vel_x[:], vel_y[:], vel_z[:] = wind_x, wind_y, wind_z - vt
+    phase[:] = random_uniform(seed, flake_id, 0, STREAM_PHASE) * TWO_PI
+    respawn_count[:] = 0
+
+
+def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+                u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt):
+    """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
+    and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
+    ``hit_counts[ny, nx]`` at the nearest node, then respawn), respawn below the grid."""
+    nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
+    hny, hnx = height.shape
+    h = f32(cell_size)
+    g, dt = f32(gravity), f32(dt)
+    one, half = f32(1.0), f32(0.5)
+    vt, radius, omega = flake_constants(seed, flake_id, vt_min, vt_max, spiral_radius)
+
+    x, y, z = pos_x.copy(), pos_y.copy(), pos_z.copy()
+    vx, vy, vz = vel_x.copy(), vel_y.copy(), vel_z.copy()
+    wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+    # drag linearised about the old relative velocity, solved implicitly for v_new
+    rx, ry, rz = wind_x - vx, wind_y - vy, wind_z - vz
+    k = (g * np.sqrt(rx * rx + ry * ry + rz * rz) / (vt * vt)).astype(np.float32)
+    denominator = (one + k * dt).astype(np.float32)
+    nvx = ((vx + dt * (k * wind_x)) / denominator).astype(np.float32)
+    nvy = ((vy + dt * (k * wind_y)) / denominator).astype(np.float32)
+    nvz = ((vz + dt * (k * wind_z - g)) / denominator).astype(np.float32)
+    # spiral lift from the new relative speed, at the old phase
+    rx, ry, rz = wind_x - nvx, wind_y - nvy, wind_z - nvz
+    relative_speed = np.sqrt(rx * rx + ry * ry + rz * rz)
+    speed = np.maximum(np.sqrt(nvx * nvx + nvy * nvy + nvz * nvz), one)
+    spiral = (relative_speed / speed * omega * radius).astype(np.float32)
+    th = phase.astype(np.float64)
+    circle_x = (-spiral * np.sin(th).astype(np.float32)).astype(np.float32)
+    circle_y = (spiral * np.cos(th).astype(np.float32)).astype(np.float32)
+    x = (x + (half * (vx + nvx) + circle_x) * dt).astype(np.float32)
+    y = (y + (half * (vy + nvy) + circle_y) * dt).astype(np.float32)
+    z = (z + half * (vz + nvz) * dt).astype(np.float32)
+    new_phase = (phase + omega * dt).astype(np.float32)
+    new_phase = (new_phase - TWO_PI * np.floor(new_phase / TWO_PI)).astype(np.float32)
+
+    # sideways wrap into [x0, x0 + nx h)
+    x = _wrap(x, f32(wx0), f32(f32(nx) * h))
+    y = _wrap(y, f32(wy0), f32(f32(ny) * h))
+
+    # collision with the ground (terrain + snow), then the bottom of the wind grid
+    ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
+    inv = one / f32(spacing)
+    ni = np.clip(np.floor((x - f32(hx0)) * inv + half), 0, hnx - 1).astype(np.int64)
+    nj = np.clip(np.floor((y - f32(hy0)) * inv + half), 0, hny - 1).astype(np.int64)
+    hit = (z < ground) & (height[nj, ni] > OPEN_LIMIT)
+    np.add.at(hit_counts, (nj[hit], ni[hit]), 1)
+    respawn = hit | (z < f32(wz0))
+
+    pos_x[:], pos_y[:], pos_z[:] = x, y, z
+    vel_x[:], vel_y[:], vel_z[:] = nvx, nvy, nvz
+    phase[:] = new_phase
+    if np.any(respawn):
+        ids = flake_id[respawn]
+        counter = (respawn_count[respawn] + np.uint32(1)).astype(np.uint32)
+        sx, sy = _spawn_xy(seed, ids, counter, wx0, wy0, f32(f32(nx) * h), f32(f32(ny) * h))
+        top = f32(f32(wz0) + f32(nz) * h)
+        sz = ((top - h) + random_uniform(seed, ids, counter, STREAM_Z) * h).astype(np.float32)
+        swx, swy, swz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, sx, sy, sz)
+        pos_x[respawn], pos_y[respawn], pos_z[respawn] = sx, sy, sz
+        vel_x[respawn], vel_y[respawn] = swx, swy
+        vel_z[respawn] = swz - vt[respawn]
+        respawn_count[respawn] = counter
+
+
+def _wrap(coordinate, origin, length):
+    """Periodic wrap into [origin, origin + length); points already inside are untouched."""
+    end = f32(origin + length)
+    outside = (coordinate < origin) | (coordinate >= end)
+    offset = (coordinate - origin).astype(np.float32)
+    offset = (offset - length * np.floor(offset / length)).astype(np.float32)
+    wrapped = (origin + offset).astype(np.float32)
+    wrapped = np.where((wrapped >= end) | (wrapped < origin), origin, wrapped).astype(np.float32)
+    return np.where(outside, wrapped, coordinate).astype(np.float32)
+
+
+def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):
+    """Linear wind-cell index (k * ny + j) * nx + i of each flake (clamped), into uint32 keys."""
+    inv = f32(1.0) / f32(cell_size)
+    i = np.clip(np.floor((pos_x - f32(wx0)) * inv), 0, nx - 1).astype(np.int64)
+    j = np.clip(np.floor((pos_y - f32(wy0)) * inv), 0, ny - 1).astype(np.int64)
+    k = np.clip(np.floor((pos_z - f32(wz0)) * inv), 0, nz - 1).astype(np.int64)
+    keys[:] = ((k * ny + j) * nx + i).astype(np.uint32)
+
+
+#: Steps between spatial sorts of the flake arrays (0: this backend does not sort).
+SORT_INTERVAL = 0
+
+
+def sort_permutation(keys, cell_counts, destination):
+    """Destination index of each flake so that keys end up ascending (stable here; the GPU's
+    order inside a cell is arbitrary). ``destination`` may be ``keys``; ``cell_counts``
+    (uint32, one per cell) is scratch."""
+    order = np.argsort(keys, kind="stable")
+    result = np.empty(keys.size, np.uint32)
+    result[order] = np.arange(keys.size, dtype=np.uint32)
+    cell_counts[...] = np.bincount(keys, minlength=cell_counts.size)[:cell_counts.size]
+    destination[...] = result
+
+
+def scatter(source, destination, out):
+    """out[destination[n]] = source[n] for 4-byte words (uint32 views of any state array)."""
+    out[destination.astype(np.int64)] = source

@@ -1,0 +1,151 @@
+"""Snow cover on the heightmap grid: deposit of the flakes' hits, redistribution down-slope,
+and the volume books (deposited volume from an exact integer hit total).
+
+Model and the snowfall-rate calibration: docs/flakes_and_cover.md.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import SnowInputError, SnowMemoryError
+from .grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
+
+#: Device bytes per heightmap node: height, snow depth, deposit scale (float32), hit count
+#: (int32), two flux arrays (float32), surface mask (1 byte).
+BYTES_PER_NODE = 4 * 6 + 1
+
+
+def nearest_node_areas(heightmap: HeightmapGrid, grid: WindGrid) -> np.ndarray:
+    """Host float64 (ny, nx): XY area (m^2) of the wind domain whose nearest heightmap node
+    (clamped, as the flakes' hit rule picks it) is each node."""
+    def lengths(origin, count, spacing, domain_origin, domain_length):
+        edges = origin + (np.arange(count + 1) - 0.5) * spacing
+        edges[0], edges[-1] = -np.inf, np.inf
+        low = np.clip(edges[:-1], domain_origin, domain_origin + domain_length)
+        high = np.clip(edges[1:], domain_origin, domain_origin + domain_length)
+        return high - low
+
+    lx, ly, _lz = grid.size
+    ax = lengths(heightmap.x0, heightmap.nx, heightmap.spacing, grid.x0, lx)
+    ay = lengths(heightmap.y0, heightmap.ny, heightmap.spacing, grid.y0, ly)
+    return ay[:, None] * ax[None, :]
+
+
+def volume_per_hit(settings, heightmap: HeightmapGrid, height, has_surface, grid: WindGrid) -> float:
+    """Volume (m^3) one ground hit deposits so that the mean snow depth over the surface
+    nodes grows at ``snowfall_rate`` (m/h) in steady fall.
+
+    Flakes spawn uniformly over the wind domain's XY area A at mean height top - h/2 and
+    fall at Vt, so the hits per second landing on node n are N E[Vt] a_n / (A f_n), with
+    a_n the domain area nearest to n and f_n its fall height. Setting the deposited volume
+    per second equal to snowfall_rate/3600 * (surface nodes * node area) gives the value.
+    """
+    if settings.snowfall_rate == 0.0:
+        return 0.0
+    surface = np.asarray(has_surface, bool)
+    heights = np.asarray(height, np.float64)[surface]
+    spawn_height = grid.top - 0.5 * grid.cell_size
+    fall = np.maximum(spawn_height - heights, 0.5 * grid.cell_size)
+    areas = nearest_node_areas(heightmap, grid)[surface]
+    lx, ly, _lz = grid.size
+    vt_mean = 0.5 * sum(settings.terminal_speed_range)
+    hits_per_second = settings.flake_count * vt_mean * float(np.sum(areas / fall)) / (lx * ly)
+    target_volume_rate = settings.snowfall_rate / 3600.0 * surface.sum() * heightmap.node_area
+    return target_volume_rate / hits_per_second
+
+
+class SnowCover:
+    """Snow on the heightmap: ``height`` (float32, OPEN_HEIGHT at open nodes), ``has_surface``
+    (bool), ``snow_depth`` (float32, m), ``hit_counts`` (int32), all (ny, nx) backend arrays."""
+
+    def __init__(self, settings, heightmap, grid: WindGrid, backend):
+        settings.validate()
+        hm = heightmap.grid
+        height = np.asarray(heightmap.height)
+        has_surface = np.asarray(heightmap.has_surface)
+        if height.shape != hm.shape or has_surface.shape != hm.shape:
+            raise SnowInputError("terrain", f"heightmap arrays have shapes {height.shape} and "
+                                 f"{has_surface.shape}, expected {hm.shape}", "a rebuilt heightmap")
+        if not has_surface.any():
+            raise SnowInputError("terrain", "has no surface node where snow can land",
+                                 "a mesh with faces seen from above")
+        needed = self.estimate_bytes(settings, hm)
+        available = backend.memory_available()
+        if needed > available:
+            raise SnowMemoryError("heightmap_resolution", f"the snow cover needs {needed / 2**20:,.0f} MiB, "
+                                  f"{available / 2**20:,.0f} MiB are free", "a lower resolution",
+                                  needed, available)
+        self.settings, self.heightmap_grid, self.grid, self.backend = settings, hm, grid, backend
+        self.kernels = backend.kernel_module("cover")
+        self.volume_per_hit = float(volume_per_hit(settings, hm, height, has_surface, grid))
+        self.node_area = hm.node_area
+        self.threshold = np.float32(math.tan(math.radians(settings.angle_of_repose)) * hm.spacing)
+        xp = backend.xp
+        surface_height = np.where(has_surface, height, OPEN_HEIGHT).astype(np.float32)
+        self.height = backend.asarray(surface_height)
+        self.has_surface = backend.asarray(has_surface.astype(bool))
+        self.snow_depth = xp.zeros(hm.shape, dtype=xp.float32)
+        self.hit_counts = xp.zeros(hm.shape, dtype=xp.int32)
+        self.deposit_scale = backend.asarray(self.kernels.deposit_scale(
+            has_surface.astype(bool), self.volume_per_hit, self.node_area))
+        self.flux_x = xp.zeros((hm.ny, hm.nx - 1), dtype=xp.float32)
+        self.flux_y = xp.zeros((hm.ny - 1, hm.nx), dtype=xp.float32)
+        self.hit_total = xp.zeros(1, dtype=xp.int64)
+
+    @staticmethod
+    def estimate_bytes(settings, heightmap_grid: HeightmapGrid) -> int:
+        return heightmap_grid.nx * heightmap_grid.ny * BYTES_PER_NODE
+
+    def step(self, dt) -> None:
+        """Deposit this step's hits over their footprints, zero the counts, then one
+        redistribution pass (the fraction is per step, as in the theses; ``dt`` unused)."""
+        k = self.kernels
+        k.deposit_hits(self.hit_counts, self.deposit_scale, self.has_surface, self.snow_depth,
+                       self.hit_total)
+        self.hit_counts.fill(0)
+        if self.settings.redistribution_fraction > 0.0:
+            self.redistribute()
+
+    def redistribute(self) -> None:
+        """One pass of pairwise, mass-conserving redistribution toward the repose slope."""
+        s = self.settings
+        self.kernels.redistribution_fluxes(self.height, self.has_surface, self.snow_depth,
+                                           self.threshold, np.float32(s.redistribution_min_depth),
+                                           np.float32(s.redistribution_fraction),
+                                           self.flux_x, self.flux_y)
+        self.kernels.apply_fluxes(self.flux_x, self.flux_y, self.snow_depth)
+
+    def hits(self) -> int:
+        """Ground hits deposited since the start (exact integer; a device read)."""
+        return int(self.backend.to_host(self.hit_total)[0])
+
+    def deposited_volume(self) -> float:
+        """m^3 deposited since the start: exact hit total times ``volume_per_hit``."""
+        return self.hits() * self.volume_per_hit
+
+    def snow_volume(self) -> float:
+        """m^3: float64 sum of snow_depth times the node area."""
+        total = self.backend.xp.sum(self.snow_depth, dtype=self.backend.xp.float64)
+        return float(self.backend.to_host(total)) * self.node_area
+
+    def state_dict(self) -> dict:
+        to_host = self.backend.to_host
+        return {"snow_depth": np.array(to_host(self.snow_depth), copy=True),
+                "hit_counts": np.array(to_host(self.hit_counts), copy=True),
+                "hit_total": np.array(to_host(self.hit_total), copy=True)}
+
+    def load_state_dict(self, state) -> None:
+        expected = {"snow_depth": (self.snow_depth.shape, np.float32),
+                    "hit_counts": (self.hit_counts.shape, np.int32), "hit_total": ((1,), np.int64)}
+        for name, (shape, dtype) in expected.items():
+            if name not in state:
+                raise SnowInputError("state", f"snow cover state lacks {name!r}", "a state saved by this version")
+            array = np.asarray(state[name])
+            if array.shape != shape or array.dtype != dtype:
+                raise SnowInputError("state", f"snow {name} has shape {array.shape} {array.dtype}, "
+                                     f"expected {shape} {np.dtype(dtype)}",
+                                     "a state saved with the same heightmap_resolution")
+        for name in expected:
+            getattr(self, name)[...] = self.backend.asarray(state[name])

@@ -1,0 +1,198 @@
+"""Snow cover: exact deposit volume, conserving redistribution that converges to the repose
+slope, the snowfall-rate calibration, resume, and Numba-vs-reference parity."""
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from snowfall.kernels.cpu import cover as cpu_cover
+from snowfall.kernels.reference import cover as ref_cover
+from snowfall.snow_addon.backend import select_backend
+from snowfall.snow_addon.cover import SnowCover
+from snowfall.snow_addon.errors import SnowInputError
+from snowfall.snow_addon.flakes import FlakeSystem
+from snowfall.snow_addon.grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
+from snowfall.snow_addon.settings import SnowSettings
+
+DT = 1.0 / 24.0
+
+
+def heightmap_of(height, spacing=0.5, x0=0.0, y0=0.0):
+    height = np.asarray(height, np.float32)
+    ny, nx = height.shape
+    surface = height > -1e29
+    return SimpleNamespace(grid=HeightmapGrid(x0, y0, spacing, nx, ny), height=height,
+                           has_surface=surface)
+
+
+def wind_grid_over(hm, cell=1.0, nz=12, z0=-1.0):
+    lx, ly = hm.grid.extent
+    return WindGrid(hm.grid.x0, hm.grid.y0, z0, cell, int(math.ceil(lx / cell - 1e-6)),
+                    int(math.ceil(ly / cell - 1e-6)), nz)
+
+
+@pytest.mark.parametrize("module", [ref_cover, cpu_cover], ids=["reference", "cpu"])
+def test_deposit_adds_exactly_the_hit_volume_at_edges_and_near_open_nodes(module):
+    height = np.zeros((9, 11), np.float32)
+    height[4:7, 0:3] = OPEN_HEIGHT
+    surface = height > -1e29
+    volume, area = 0.003, 0.25
+    scale = module.deposit_scale(surface, volume, area)
+    for node in [(0, 0), (8, 10), (0, 5), (3, 1), (5, 3), (4, 5)]:
+        hits = np.zeros(height.shape, np.int32)
+        hits[node] = 7
+        depth = np.zeros(height.shape, np.float32)
+        total = np.zeros(1, np.int64)
+        module.deposit_hits(hits, scale, surface, depth, total)
+        assert total[0] == 7
+        assert np.all(depth[~surface] == 0.0) and np.all(depth >= 0.0)
+        np.testing.assert_allclose(depth.sum(dtype=np.float64) * area, 7 * volume, rtol=1e-6)
+        assert depth[node] == depth.max()                 # the centre weight is the largest
+    # far from edges and holes the theses' weights hold (normalised by their sum 1.0048)
+    hits = np.zeros(height.shape, np.int32)
+    hits[4, 7] = 1
+    depth = np.zeros(height.shape, np.float32)
+    module.deposit_hits(hits, scale, surface, depth, np.zeros(1, np.int64))
+    np.testing.assert_allclose(depth[2:7, 5:10] * area / volume, ref_cover.FOOTPRINT / 1.0048, rtol=1e-5)
+
+
+def random_cover_input(seed, shape=(23, 31)):
+    rng = np.random.default_rng(seed)
+    height = rng.normal(0, 0.6, shape).astype(np.float32)
+    height[2:6, 3:9] = OPEN_HEIGHT
+    surface = height > -1e29
+    depth = np.where(surface, rng.uniform(0, 0.5, shape), 0).astype(np.float32)
+    hits = np.where(surface, rng.integers(0, 4, shape), 0).astype(np.int32)
+    return height, surface, depth, hits
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_numba_cover_kernels_match_reference(seed):
+    height, surface, depth, hits = random_cover_input(seed)
+    results = []
+    for module in (ref_cover, cpu_cover):
+        d = depth.copy()
+        total = np.zeros(1, np.int64)
+        scale = module.deposit_scale(surface, 0.01, 0.25)
+        module.deposit_hits(hits, scale, surface, d, total)
+        fx = np.zeros((d.shape[0], d.shape[1] - 1), np.float32)
+        fy = np.zeros((d.shape[0] - 1, d.shape[1]), np.float32)
+        module.redistribution_fluxes(height, surface, d, np.float32(0.3), np.float32(0.05),
+                                     np.float32(0.25), fx, fy)
+        after_deposit = d.copy()
+        module.apply_fluxes(fx, fy, d)
+        results.append((after_deposit, fx, fy, d, total))
+    for got, expected in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+    assert np.count_nonzero(results[0][1]) > 10 and np.count_nonzero(results[0][2]) > 10
+
+
+def test_redistribution_conserves_and_never_goes_negative():
+    height, surface, depth, _ = random_cover_input(5)
+    before = depth.sum(dtype=np.float64)
+    fx = np.zeros((depth.shape[0], depth.shape[1] - 1), np.float32)
+    fy = np.zeros((depth.shape[0] - 1, depth.shape[1]), np.float32)
+    for _ in range(300):
+        cpu_cover.redistribution_fluxes(height, surface, depth, np.float32(0.2), np.float32(0.0),
+                                        np.float32(0.25), fx, fy)
+        cpu_cover.apply_fluxes(fx, fy, depth)
+        assert depth.min() >= 0.0
+    assert np.all(depth[~surface] == 0.0)
+    np.testing.assert_allclose(depth.sum(dtype=np.float64), before, rtol=1e-6)
+
+
+@pytest.mark.parametrize("min_depth", [0.0, 0.05])
+def test_tall_pile_spreads_to_the_angle_of_repose(min_depth):
+    n, spacing = 41, 0.5
+    settings = SnowSettings(angle_of_repose=30.0, redistribution_fraction=0.25,
+                            redistribution_min_depth=min_depth, snowfall_rate=0.0)
+    hm = heightmap_of(np.zeros((n, n), np.float32), spacing)
+    cover = SnowCover(settings, hm, wind_grid_over(hm), select_backend("cpu"))
+    cover.snow_depth[n // 2, n // 2] = 40.0               # a 40 m column on one node
+    volume = cover.snow_volume()
+    for _ in range(3000):
+        cover.step(DT)
+    depth = cover.snow_depth
+    np.testing.assert_allclose(cover.snow_volume(), volume, rtol=1e-6)
+    slope_x = np.abs(np.diff(depth, axis=1)) / spacing
+    slope_y = np.abs(np.diff(depth, axis=0)) / spacing
+    steepest = max(slope_x.max(), slope_y.max())
+    repose = math.tan(math.radians(30.0))
+    assert steepest <= repose * 1.02 + min_depth / spacing     # stable everywhere
+    assert steepest >= repose * 0.9                            # but still a pile at the repose slope
+    assert depth.max() < 10.0 and depth.min() >= 0.0
+    if min_depth > 0:
+        # snow thinner than the minimum depth stays put: the pile's rim is no thinner
+        assert depth[depth > 0].min() >= 0.0
+
+
+def test_deposited_volume_equals_snow_volume_after_thousands_of_steps():
+    rng = np.random.default_rng(8)
+    xs = np.arange(25) * 0.5
+    terrain = (0.8 * np.sin(xs[None, :] * 0.9) + 0.6 * np.cos(xs[:, None] * 1.3)).astype(np.float32)
+    terrain[:5, :4] = OPEN_HEIGHT
+    hm = heightmap_of(terrain)
+    grid = wind_grid_over(hm, 1.0, 10, -1.5)
+    settings = SnowSettings(flake_count=2000, seed=1, snowfall_rate=20.0, angle_of_repose=25.0,
+                            redistribution_fraction=0.2, redistribution_min_depth=0.001)
+    backend = select_backend("cpu")
+    cover = SnowCover(settings, hm, grid, backend)
+    flakes = FlakeSystem(settings, grid, hm.grid, backend)
+    nz, ny, nx = grid.shape
+    wind = SimpleNamespace(u=(1.5 + rng.normal(0, 0.5, (nz, ny, nx + 1))).astype(np.float32),
+                           v=rng.normal(0, 0.5, (nz, ny + 1, nx)).astype(np.float32),
+                           w=rng.normal(0, 0.1, (nz + 1, ny, nx)).astype(np.float32))
+    flakes.initialize(wind, cover.height, cover.snow_depth)
+    for step in range(2000):
+        flakes.step(wind, cover.height, cover.snow_depth, cover.hit_counts, step * DT, DT)
+        cover.step(DT)
+    assert cover.hits() > 5_000
+    assert not cover.hit_counts.any()
+    assert np.all(cover.snow_depth[~hm.has_surface] == 0.0) and cover.snow_depth.min() >= 0.0
+    np.testing.assert_allclose(cover.snow_volume(), cover.deposited_volume(), rtol=1e-5)
+
+
+def test_snowfall_rate_gives_the_mean_depth_on_a_flat_plane():
+    hm = heightmap_of(np.zeros((33, 33), np.float32), 0.5)      # 16 x 16 m
+    grid = wind_grid_over(hm, 1.0, 12, -1.0)                    # spawn ~10.5 m up
+    settings = SnowSettings(flake_count=4000, seed=3, snowfall_rate=2.0, snow_type="dry",
+                            redistribution_fraction=0.0)
+    backend = select_backend("cpu")
+    cover = SnowCover(settings, hm, grid, backend)
+    flakes = FlakeSystem(settings, grid, hm.grid, backend)
+    wind = SimpleNamespace(u=np.full((12, 16, 17), 2.0, np.float32), v=np.zeros((12, 17, 16), np.float32),
+                           w=np.zeros((13, 16, 16), np.float32))
+    flakes.initialize(wind, cover.height, cover.snow_depth)
+    seconds = 60.0
+    steps = int(seconds / DT)
+    for step in range(steps):
+        flakes.step(wind, cover.height, cover.snow_depth, cover.hit_counts, step * DT, DT)
+        cover.step(DT)
+    expected = settings.snowfall_rate * steps * DT / 3600.0
+    hits = cover.hits()
+    assert hits > 10_000
+    # about 1/sqrt(hits) statistical spread, plus the start-up; 4 % is several sigma
+    assert abs(cover.snow_depth.mean() / expected - 1.0) < 0.04
+
+
+def test_state_dict_round_trip_and_bad_input():
+    height, surface, depth, hits = random_cover_input(2)
+    hm = heightmap_of(height)
+    settings = SnowSettings(flake_count=100)
+    cover = SnowCover(settings, hm, wind_grid_over(hm), select_backend("cpu"))
+    cover.snow_depth[...] = depth
+    cover.hit_counts[...] = hits
+    state = cover.state_dict()
+    twin = SnowCover(settings, hm, wind_grid_over(hm), select_backend("cpu"))
+    twin.load_state_dict(state)
+    for c in (cover, twin):
+        for _ in range(20):
+            c.step(DT)
+    np.testing.assert_array_equal(cover.snow_depth, twin.snow_depth)
+    assert cover.deposited_volume() == twin.deposited_volume() > 0
+    with pytest.raises(SnowInputError, match="snow_depth"):
+        twin.load_state_dict({**state, "snow_depth": depth[:-1]})
+    with pytest.raises(SnowInputError, match="terrain"):
+        SnowCover(settings, heightmap_of(np.full((5, 5), OPEN_HEIGHT)), wind_grid_over(hm),
+                  select_backend("cpu"))

@@ -1,0 +1,360 @@
+"""Snowflakes: terminal speed and drift physics, collision and respawn, wrap, determinism,
+resume, and parity of the Numba kernels with the NumPy reference."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from snowfall.kernels.cpu import flakes as cpu_flakes
+from snowfall.kernels.reference import flakes as ref_flakes
+from snowfall.snow_addon.backend import select_backend
+from snowfall.snow_addon.flakes import FlakeSystem
+from snowfall.snow_addon.grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
+from snowfall.snow_addon.settings import SnowSettings
+
+DT = np.float32(1.0 / 24.0)
+G = np.float32(9.81)
+GRID = WindGrid(0.0, 0.0, -1.0, 1.0, 8, 6, 12)        # 8 x 6 x 12 m, top at z = 11
+HEIGHTMAP = HeightmapGrid(0.0, 0.0, 0.5, 17, 13)      # covers 8 x 6 m
+
+
+def uniform_wind(grid, wx=0.0, wy=0.0, wz=0.0):
+    nz, ny, nx = grid.shape
+    return SimpleNamespace(u=np.full((nz, ny, nx + 1), wx, np.float32),
+                           v=np.full((nz, ny + 1, nx), wy, np.float32),
+                           w=np.full((nz + 1, ny, nx), wz, np.float32))
+
+
+def noisy_wind(grid, seed=0):
+    rng = np.random.default_rng(seed)
+    nz, ny, nx = grid.shape
+    return SimpleNamespace(u=(2.0 + rng.normal(0, 1, (nz, ny, nx + 1))).astype(np.float32),
+                           v=rng.normal(0, 1, (nz, ny + 1, nx)).astype(np.float32),
+                           w=rng.normal(0, 0.3, (nz + 1, ny, nx)).astype(np.float32))
+
+
+def flat_ground(level=0.0):
+    return np.full(HEIGHTMAP.shape, level, np.float32), np.zeros(HEIGHTMAP.shape, np.float32)
+
+
+def rough_ground(seed=0):
+    rng = np.random.default_rng(seed)
+    height = rng.uniform(0.0, 1.5, HEIGHTMAP.shape).astype(np.float32)
+    height[:4, :5] = OPEN_HEIGHT      # a hole: flakes fall through it
+    snow = rng.uniform(0.0, 0.2, HEIGHTMAP.shape).astype(np.float32)
+    snow[:4, :5] = 0.0
+    return height, snow
+
+
+def state_arrays(n, x, y, z, vx=0.0, vy=0.0, vz=0.0):
+    arrays = [np.full(n, value, np.float32) for value in (x, y, z, vx, vy, vz)]
+    return arrays + [np.zeros(n, np.float32), np.zeros(n, np.uint32)]
+
+
+def run_kernel(module, flake_id, state, wind, height, snow, hits, seed=1, vt=(1.0, 2.0),
+               radius=0.5, grid=GRID, hm=HEIGHTMAP):
+    module.step_flakes(flake_id, *state, wind.u, wind.v, wind.w, np.float32(grid.x0),
+                       np.float32(grid.y0), np.float32(grid.z0), np.float32(grid.cell_size),
+                       height, snow, np.float32(hm.x0), np.float32(hm.y0), np.float32(hm.spacing),
+                       hits, seed, np.float32(vt[0]), np.float32(vt[1]), np.float32(radius), G, DT)
+
+
+@pytest.mark.parametrize("vt_range", [(0.5, 1.5), (1.0, 2.0)])
+def test_still_air_terminal_speed_monotone(vt_range):
+    n = 400
+    flake_id = np.arange(n, dtype=np.uint32)
+    state = state_arrays(n, 4.0, 3.0, 10.5)          # released at rest high up
+    wind = uniform_wind(GRID)
+    height, snow = flat_ground(-100.0)                # out of reach
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    vt, _, _ = ref_flakes.flake_constants(1, flake_id, *vt_range, 0.5)
+    history = []
+    for _ in range(48):                               # two seconds
+        run_kernel(cpu_flakes, flake_id, state, wind, height, snow, hits, vt=vt_range)
+        history.append(state[5].copy())
+    history = np.array(history)
+    assert not hits.any() and not state[7].any()
+    # no oscillation: speeds grow monotonically and never pass Vt
+    assert np.all(np.diff(history, axis=0) <= 1e-6 * vt)
+    assert np.all(-history <= vt * (1 + 1e-6))
+    # accurate: close to the exact solution from rest, v(t) = Vt tanh(g t / Vt)
+    t = DT * np.arange(1, 49)[:, None]
+    exact = vt * np.tanh(G * t / vt)
+    # (the drag time constant Vt/g is 0.05-0.2 s, about one step: the transient after a
+    # release from rest lags by up to 15 % of Vt for Vt = 0.5 m/s and 3 % for Vt >= 1 m/s;
+    # flakes spawn in equilibrium with the air, so bakes rarely see such transients)
+    error = np.max(np.abs(-history - exact) / vt, axis=0)
+    assert np.all(error < 0.15) and np.all(error[vt >= 1.0] < 0.03)
+    # within 1 % of Vt after one second, and at Vt (float precision) after two
+    assert np.all(np.abs(-history[23] - vt) <= 0.01 * vt)
+    np.testing.assert_allclose(-history[-1], vt, rtol=1e-5)
+    assert np.all(state[3] == 0.0) and np.all(state[4] == 0.0)   # still air: no sideways drift of v
+
+
+@pytest.mark.parametrize("snow_type,low,high", [("wet", 0.5, 1.5), ("dry", 1.0, 2.0)])
+def test_wet_and_dry_terminal_speeds(snow_type, low, high):
+    settings = SnowSettings(flake_count=4000, snow_type=snow_type, seed=5, snowfall_rate=0.0)
+    flakes = FlakeSystem(settings, GRID, HEIGHTMAP, select_backend("cpu"))
+    wind = uniform_wind(GRID)
+    height, snow = flat_ground(0.0)
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    flakes.initialize(wind, height, snow)
+    for _ in range(30):
+        flakes.step(wind, height, snow, hits, 0.0, DT)
+    speed = -flakes.velocities()[:, 2]
+    assert speed.min() >= low * (1 - 1e-5) and speed.max() <= high * (1 + 1e-5)
+    assert abs(speed.mean() - 0.5 * (low + high)) < 0.02
+    assert speed.max() - speed.min() > 0.9 * (high - low)     # the whole range is drawn
+
+
+def test_uniform_wind_drift():
+    settings = SnowSettings(flake_count=3000, seed=2, snowfall_rate=0.0)
+    flakes = FlakeSystem(settings, GRID, HEIGHTMAP, select_backend("cpu"))
+    wind = uniform_wind(GRID, 3.0, -1.0)
+    height, snow = flat_ground(0.0)
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    flakes.initialize(wind, height, snow)
+    flakes.vel_x[:] = 0.0          # start from rest horizontally: the drag must pick up the wind
+    flakes.vel_y[:] = 0.0
+    for _ in range(48):
+        flakes.step(wind, height, snow, hits, 0.0, DT)
+    velocity = flakes.velocities()
+    np.testing.assert_allclose(velocity[:, 0], 3.0, atol=0.01)
+    np.testing.assert_allclose(velocity[:, 1], -1.0, atol=0.01)
+    # positions drift with the wind (the spiral averages out over the flakes)
+    before = flakes.positions()
+    counts = flakes.respawn_counts()
+    flakes.step(wind, height, snow, hits, 0.0, DT)
+    same = flakes.respawn_counts() == counts
+    step = flakes.positions()[same] - before[same]
+    lx, ly, _ = GRID.size
+    step[:, 0] = (step[:, 0] + lx / 2) % lx - lx / 2          # undo the wrap
+    step[:, 1] = (step[:, 1] + ly / 2) % ly - ly / 2
+    assert abs(step[:, 0].mean() / DT - 3.0) < 0.05
+    assert abs(step[:, 1].mean() / DT + 1.0) < 0.05
+
+
+def test_sideways_wrap_without_deposit():
+    n = 4
+    flake_id = np.arange(n, dtype=np.uint32)
+    x = np.array([8.3, -0.2, 4.0, 4.0], np.float32)
+    y = np.array([3.0, 3.0, 6.25, -0.5], np.float32)
+    vt, _, _ = ref_flakes.flake_constants(1, flake_id, 1.0, 2.0, 0.0)
+    state = state_arrays(n, 0.0, 0.0, 5.0)
+    state[0][:], state[1][:], state[5][:] = x, y, -vt       # in equilibrium with still air
+    height, snow = flat_ground(0.0)
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    run_kernel(cpu_flakes, flake_id, state, uniform_wind(GRID), height, snow, hits, radius=0.0)
+    np.testing.assert_allclose(state[0], [0.3, 7.8, 4.0, 4.0], atol=1e-5)
+    np.testing.assert_allclose(state[1], [3.0, 3.0, 0.25, 5.5], atol=1e-5)
+    assert not hits.any() and not state[7].any()
+
+
+@pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
+def test_ground_hit_counts_nearest_node_and_respawns_at_top(module):
+    n = 6
+    flake_id = np.arange(n, dtype=np.uint32)
+    x = np.array([0.1, 2.26, 7.9, 5.0, 3.0, 6.1], np.float32)
+    y = np.array([0.2, 1.24, 5.9, 3.0, 3.0, 0.9], np.float32)
+    state = state_arrays(n, 0.0, 0.0, 0.02, vz=-1.5)
+    state[0][:], state[1][:] = x, y
+    state[2][4] = 3.0                                   # this one is not near the ground
+    height, snow = flat_ground(0.0)
+    wind = uniform_wind(GRID, 1.0, 0.5)
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    run_kernel(module, flake_id, state, wind, height, snow, hits)
+    expected = np.zeros_like(hits)
+    for xi, yi, flake in zip(x, y, range(n)):
+        if flake != 4:
+            expected[int(np.floor(yi / 0.5 + 0.5)), int(np.floor(xi / 0.5 + 0.5))] += 1
+    np.testing.assert_array_equal(hits, expected)
+    respawned = state[7] == 1
+    assert respawned.tolist() == [True, True, True, True, False, True]
+    top = GRID.top
+    assert np.all((state[2][respawned] >= top - 1.0) & (state[2][respawned] < top))
+    vt, _, _ = ref_flakes.flake_constants(1, flake_id, 1.0, 2.0, 0.5)
+    np.testing.assert_allclose(state[3][respawned], 1.0, atol=1e-6)    # the local wind
+    np.testing.assert_allclose(state[5][respawned], -vt[respawned], atol=1e-6)
+
+
+def test_open_nodes_are_never_hit():
+    n = 500
+    flake_id = np.arange(n, dtype=np.uint32)
+    rng = np.random.default_rng(3)
+    state = state_arrays(n, 0.0, 0.0, -0.98, vz=-1.5)
+    state[0][:] = rng.uniform(0, 8, n)
+    state[1][:] = rng.uniform(0, 6, n)
+    height = np.full(HEIGHTMAP.shape, OPEN_HEIGHT, np.float32)
+    snow = np.zeros(HEIGHTMAP.shape, np.float32)
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    run_kernel(cpu_flakes, flake_id, state, uniform_wind(GRID), height, snow, hits)
+    assert not hits.any()
+    assert np.all(state[7] == 1)          # all fell out of the bottom and respawned at the top
+    assert np.all(state[2] >= GRID.top - 1.0)
+
+
+def test_respawn_positions_are_uniform():
+    n = 40_000
+    flake_id = np.arange(n, dtype=np.uint32)
+    state = state_arrays(n, 4.0, 3.0, -1.5)               # below the grid: all respawn
+    height, snow = flat_ground(0.0)
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    run_kernel(cpu_flakes, flake_id, state, uniform_wind(GRID), height, snow, hits, seed=11)
+    lx, ly, _ = GRID.size
+    chi2_limit = 43.8          # 99.9th percentile of chi-square, 19 degrees of freedom
+    for values, low, high in ((state[0], 0.0, lx), (state[1], 0.0, ly),
+                              (state[2], GRID.top - 1.0, GRID.top)):
+        assert values.min() >= low and values.max() < high
+        counts, _ = np.histogram(values, bins=20, range=(low, high))
+        chi2 = ((counts - n / 20) ** 2 / (n / 20)).sum()
+        assert chi2 < chi2_limit
+    assert abs(np.corrcoef(state[0], state[1])[0, 1]) < 0.02
+    # a second respawn of the same flakes lands elsewhere (the counter advances)
+    first = state[0].copy()
+    state[2][:] = -1.5
+    run_kernel(cpu_flakes, flake_id, state, uniform_wind(GRID), height, snow, hits, seed=11)
+    assert np.all(state[7] == 2) and np.mean(state[0] == first) < 0.01
+
+
+def make_system(backend_name="cpu", seed=4, count=2000):
+    settings = SnowSettings(flake_count=count, seed=seed, snow_type="wet")
+    return FlakeSystem(settings, GRID, HEIGHTMAP, select_backend(backend_name))
+
+
+def run_system(flakes, wind, height, snow, steps, hits=None):
+    hits = np.zeros(HEIGHTMAP.shape, np.int32) if hits is None else hits
+    for _ in range(steps):
+        flakes.step(wind, height, snow, hits, 0.0, DT)
+    return hits
+
+
+def test_initialize_places_flakes_above_ground_in_the_domain():
+    flakes = make_system()
+    wind = noisy_wind(GRID)
+    height, snow = rough_ground()
+    flakes.initialize(wind, height, snow)
+    p = flakes.positions()
+    lx, ly, _ = GRID.size
+    assert np.all((p[:, 0] >= 0) & (p[:, 0] < lx) & (p[:, 1] >= 0) & (p[:, 1] < ly))
+    assert np.all(p[:, 2] < GRID.top) and np.all(p[:, 2] > GRID.z0)
+    from snowfall.kernels.reference.sampling import sample_bilinear
+    ground = sample_bilinear(height + snow, 0.0, 0.0, 0.5, p[:, 0], p[:, 1])
+    assert np.all(p[:, 2] > ground)
+    assert not flakes.respawn_counts().any()
+
+
+def test_same_seed_identical_different_seed_differs():
+    wind = noisy_wind(GRID)
+    height, snow = rough_ground()
+    results = []
+    for seed in (4, 4, 5):
+        flakes = make_system(seed=seed)
+        flakes.initialize(wind, height, snow)
+        hits = run_system(flakes, wind, height, snow, 60)
+        results.append((flakes.positions(), flakes.velocities(), flakes.respawn_counts(), hits))
+    for a, b in zip(results[0], results[1]):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(results[0][0], results[2][0])
+    assert results[0][2].sum() > 0          # flakes did hit and respawn
+
+
+def test_state_dict_resume_is_bit_identical():
+    wind = noisy_wind(GRID)
+    height, snow = rough_ground()
+    straight = make_system()
+    straight.initialize(wind, height, snow)
+    hits_straight = run_system(straight, wind, height, snow, 60)
+    first = make_system()
+    first.initialize(wind, height, snow)
+    hits = run_system(first, wind, height, snow, 25)
+    state = {k: v.copy() for k, v in first.state_dict().items()}
+    resumed = make_system()
+    resumed.load_state_dict(state)
+    run_system(resumed, wind, height, snow, 35, hits)
+    np.testing.assert_array_equal(resumed.positions(), straight.positions())
+    np.testing.assert_array_equal(resumed.velocities(), straight.velocities())
+    np.testing.assert_array_equal(resumed.respawn_counts(), straight.respawn_counts())
+    np.testing.assert_array_equal(hits, hits_straight)
+    with pytest.raises(Exception, match="flake_count"):
+        make_system(count=10).load_state_dict(state)
+
+
+def test_sorting_by_cell_changes_storage_not_results():
+    wind = noisy_wind(GRID)
+    height, snow = rough_ground()
+    plain = make_system()
+    plain.initialize(wind, height, snow)
+    hits_plain = run_system(plain, wind, height, snow, 40)
+    sorted_system = make_system()
+    sorted_system.initialize(wind, height, snow)
+    hits = run_system(sorted_system, wind, height, snow, 20)
+    sorted_system.sort_by_cell()
+    assert not np.array_equal(sorted_system.flake_id, np.arange(2000))
+    keys = np.empty(2000, np.uint32)
+    cpu_flakes.cell_keys(sorted_system.pos_x, sorted_system.pos_y, sorted_system.pos_z,
+                         0.0, 0.0, -1.0, 1.0, GRID.nx, GRID.ny, GRID.nz, keys)
+    assert np.all(np.diff(keys.astype(np.int64)) >= 0)          # stored by cell
+    run_system(sorted_system, wind, height, snow, 20, hits)
+    np.testing.assert_array_equal(sorted_system.positions(), plain.positions())
+    np.testing.assert_array_equal(sorted_system.velocities(), plain.velocities())
+    np.testing.assert_array_equal(sorted_system.respawn_counts(), plain.respawn_counts())
+    np.testing.assert_array_equal(sorted_system.state_dict()["phase"], plain.state_dict()["phase"])
+    np.testing.assert_array_equal(hits, hits_plain)
+
+
+def random_flake_input(seed, n=3000):
+    rng = np.random.default_rng(seed)
+    flake_id = rng.permutation(n).astype(np.uint32) * np.uint32(7)
+    state = [rng.uniform(-0.5, 8.5, n), rng.uniform(-0.5, 6.5, n), rng.uniform(-1.2, 11.0, n),
+             rng.normal(0, 2, n), rng.normal(0, 2, n), rng.normal(-1, 1, n),
+             rng.uniform(0, 2 * np.pi, n)]
+    state = [a.astype(np.float32) for a in state] + [rng.integers(0, 50, n).astype(np.uint32)]
+    return flake_id, state
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_numba_step_matches_reference(seed):
+    flake_id, state = random_flake_input(seed)
+    wind = noisy_wind(GRID, seed)
+    height, snow = rough_ground(seed)
+    outputs = []
+    for module in (ref_flakes, cpu_flakes):
+        s = [a.copy() for a in state]
+        hits = np.zeros(HEIGHTMAP.shape, np.int32)
+        for _ in range(5):
+            run_kernel(module, flake_id, s, wind, height, snow, hits, seed=seed + 9)
+        outputs.append((s, hits))
+    (ref_state, ref_hits), (cpu_state, cpu_hits) = outputs
+    np.testing.assert_array_equal(cpu_state[7], ref_state[7])     # same hits and respawns
+    assert ref_state[7].sum() > state[7].sum()
+    np.testing.assert_array_equal(cpu_hits, ref_hits)
+    for got, expected in zip(cpu_state[:7], ref_state[:7]):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-5)
+
+
+def test_numba_initialize_and_sort_kernels_match_reference():
+    flake_id, _state = random_flake_input(3)
+    wind = noisy_wind(GRID, 3)
+    height, snow = rough_ground(3)
+    outputs = []
+    for module in (ref_flakes, cpu_flakes):
+        s = [np.zeros(flake_id.size, np.float32) for _ in range(7)] + [np.ones(flake_id.size, np.uint32)]
+        module.initialize_flakes(flake_id, *s, wind.u, wind.v, wind.w, 0.0, 0.0, -1.0, 1.0,
+                                 height, snow, 0.0, 0.0, 0.5, 6, np.float32(0.5), np.float32(1.5),
+                                 np.float32(0.5))
+        keys = np.zeros(flake_id.size, np.uint32)
+        module.cell_keys(s[0], s[1], s[2], 0.0, 0.0, -1.0, 1.0, GRID.nx, GRID.ny, GRID.nz, keys)
+        counts = np.zeros(GRID.cell_count, np.uint32)
+        destination = np.zeros(flake_id.size, np.uint32)
+        module.sort_permutation(keys, counts, destination)
+        permuted = np.zeros(flake_id.size, np.uint32)
+        module.scatter(flake_id, destination, permuted)
+        outputs.append(s + [keys, counts, permuted])
+    for got, expected in zip(outputs[1], outputs[0]):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    assert not outputs[0][7].any()
+    assert sorted(outputs[0][10].tolist()) == sorted(flake_id.tolist())
+
+
+def test_estimate_bytes_is_at_most_48_per_flake():
+    assert FlakeSystem.estimate_bytes(SnowSettings(flake_count=1000)) <= 48 * 1000
