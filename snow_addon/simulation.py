@@ -141,7 +141,8 @@ class Simulation:
         self.step_index = 0
         self.time = 0.0
         self._last_wind: WindStepInfo | None = None
-        self._hits_before = 0
+        # device copy of the hit total before the latest step: hits per step without a sync
+        self._hit_total_before = self.cover.hit_total.copy()
 
     # --- stepping -------------------------------------------------------------------------
     def step(self, count: int = 1) -> StepDiagnostics:
@@ -151,7 +152,9 @@ class Simulation:
             raise SnowInputError("count", f"must be a whole number >= 0, got {count!r}", "1")
         dt = self.settings.time_step
         timer = self.timer
-        for _ in range(int(count)):
+        for index in range(int(count)):
+            if index == count - 1:
+                self._hit_total_before[...] = self.cover.hit_total
             with timer.stage("wind"):
                 self._last_wind = self.wind.step(self.time, dt)
             if self.flakes is not None:
@@ -171,12 +174,9 @@ class Simulation:
     @property
     def diagnostics(self) -> StepDiagnostics:
         """The last step's diagnostics (reads a few scalars from the device)."""
-        deposited = self.cover.deposited_volume()
-        hits_total = int(round(deposited / self.cover.volume_per_hit)) if self.cover.volume_per_hit else 0
-        hits = hits_total - self._hits_before
-        self._hits_before = hits_total
-        return StepDiagnostics(self.step_index, self.time, self._last_wind, hits, deposited,
-                               self.cover.snow_volume())
+        hits = self.cover.hits() - int(self.backend.to_host(self._hit_total_before)[0])
+        return StepDiagnostics(self.step_index, self.time, self._last_wind, hits,
+                               self.cover.deposited_volume(), self.cover.snow_volume())
 
     @property
     def stage_seconds(self) -> dict:
@@ -231,7 +231,7 @@ class Simulation:
         uninterrupted run exactly."""
         state = {"format_version": np.int64(STATE_FORMAT_VERSION),
                  "step_index": np.int64(self.step_index),
-                 "hits_before": np.int64(self._hits_before)}
+                 "hit_total_before": np.array(self.backend.to_host(self._hit_total_before))}
         for prefix, part in (("wind", self.wind), ("cover", self.cover), ("flakes", self.flakes)):
             if part is None:
                 continue
@@ -258,7 +258,8 @@ class Simulation:
                 part.load_state_dict(split[name])
         self.step_index = int(state["step_index"])
         self.time = self.step_index * self.settings.time_step
-        self._hits_before = int(state.get("hits_before", 0))
+        if "hit_total_before" in state:
+            self._hit_total_before[...] = self.backend.asarray(state["hit_total_before"])
 
     def save_state(self, path: str | os.PathLike) -> str:
         """Write the state to ``path`` (.npz) atomically: a temporary file in the same

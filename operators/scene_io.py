@@ -1,0 +1,155 @@
+"""Reading Blender data into the engine's arrays: the terrain objects' evaluated meshes
+(modifiers applied, the add-on's own snow modifier left out) in world space and SI metres,
+and the cache folder. Nothing here changes the .blend except the brief, restored toggle of
+the snow modifier while a terrain is read.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+
+from ..snow_addon.errors import SnowInputError
+from ..panels.properties import DEFAULT_CACHE_FOLDER, unit_scale
+
+#: Name of the Geometry Nodes modifier the add-on puts on each terrain object.
+SNOW_MODIFIER_NAME = "Snowfall Snow"
+
+
+@dataclass
+class TerrainPart:
+    """One terrain object as the engine sees it: world-space vertices in metres."""
+
+    obj: bpy.types.Object
+    vertices: np.ndarray        # (N, 3) float64, metres, world space
+    triangles: np.ndarray       # (M, 3) int64, indices into ``vertices``
+
+
+@dataclass
+class Terrain:
+    parts: list
+
+    @property
+    def vertices(self) -> np.ndarray:
+        return np.concatenate([p.vertices for p in self.parts], axis=0)
+
+    @property
+    def triangles(self) -> np.ndarray:
+        offsets = np.cumsum([0] + [len(p.vertices) for p in self.parts[:-1]])
+        return np.concatenate([p.triangles + o for p, o in zip(self.parts, offsets)], axis=0)
+
+
+def check_terrain_objects(objects, setting: str = "terrain") -> list:
+    """Raise SnowInputError unless ``objects`` is a non-empty list of mesh objects."""
+    objects = [obj for obj in objects if obj is not None]
+    if not objects:
+        raise SnowInputError(setting, "no terrain object is selected",
+                             "selecting the terrain mesh(es) in the 3D view")
+    for obj in objects:
+        if obj.type != "MESH":
+            raise SnowInputError(setting, f"'{obj.name}' is not a mesh (its type is "
+                                 f"{obj.type})", "selecting mesh objects only (convert curves or "
+                                 "surfaces first: Object > Convert > Mesh)")
+    return objects
+
+
+def _snow_modifiers(obj):
+    return [m for m in obj.modifiers if m.name.startswith(SNOW_MODIFIER_NAME)]
+
+
+def read_terrain(context, objects, setting: str = "terrain") -> Terrain:
+    """World-space triangle soup of ``objects`` with their modifiers (except the add-on's
+    snow modifier) applied, in metres. Raises SnowInputError for non-meshes, meshes with no
+    faces, and meshes whose modifiers change the vertex count (the per-vertex snow depth
+    is stored on the original mesh, so the two must match)."""
+    objects = check_terrain_objects(objects, setting)
+    scale = unit_scale(context.scene)
+    toggled = []
+    for obj in objects:
+        for mod in _snow_modifiers(obj):
+            if mod.show_viewport:
+                mod.show_viewport = False
+                toggled.append(mod)
+    try:
+        depsgraph = context.evaluated_depsgraph_get()
+        if toggled:
+            depsgraph.update()
+        parts = []
+        for obj in objects:
+            evaluated = obj.evaluated_get(depsgraph)
+            mesh = evaluated.to_mesh()
+            try:
+                if len(mesh.polygons) == 0:
+                    raise SnowInputError(setting, f"mesh '{obj.name}' has no faces",
+                                         "a mesh with faces (a plane, a grid or a "
+                                         "landscape), not only vertices or edges")
+                if len(mesh.vertices) != len(obj.data.vertices):
+                    raise SnowInputError(
+                        setting, f"the modifiers of '{obj.name}' change its vertex count "
+                        f"({len(obj.data.vertices)} -> {len(mesh.vertices)})",
+                        "applying those modifiers (Ctrl+A > All Modifiers) first")
+                mesh.calc_loop_triangles()
+                coords = np.empty(len(mesh.vertices) * 3, dtype=np.float64)
+                mesh.vertices.foreach_get("co", coords)
+                coords = coords.reshape(-1, 3)
+                tris = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int64)
+                mesh.loop_triangles.foreach_get("vertices", tris)
+            finally:
+                evaluated.to_mesh_clear()
+            matrix = np.array(obj.matrix_world, dtype=np.float64)
+            world = coords @ matrix[:3, :3].T + matrix[:3, 3]
+            parts.append(TerrainPart(obj, world * scale, tris.reshape(-1, 3)))
+    finally:
+        for mod in toggled:
+            mod.show_viewport = True
+    return Terrain(parts)
+
+
+def world_bounds(context, objects):
+    """(min xyz, max xyz) in metres of the objects' world bounding boxes (cheap: 8 corners
+    per object, no mesh evaluation)."""
+    scale = unit_scale(context.scene)
+    corners = []
+    for obj in objects:
+        matrix = np.array(obj.matrix_world, dtype=np.float64)
+        box = np.array([tuple(c) for c in obj.bound_box], dtype=np.float64)
+        corners.append(box @ matrix[:3, :3].T + matrix[:3, 3])
+    if not corners:
+        return None
+    points = np.concatenate(corners) * scale
+    return points.min(axis=0), points.max(axis=0)
+
+
+def resolve_cache_folder(props, setting: str = "cache_folder") -> str:
+    """The absolute cache folder. Raises SnowInputError for a blend-relative folder in an
+    unsaved file, or a folder that cannot be created or written. Creates nothing."""
+    raw = props.cache_folder.strip() or DEFAULT_CACHE_FOLDER
+    if raw.startswith("//") and not bpy.data.filepath:
+        raise SnowInputError(setting, f"'{raw}' is relative to the .blend file, which is not "
+                             "saved yet", "saving the file first, or an absolute folder")
+    folder = os.path.normpath(bpy.path.abspath(raw))
+    probe = folder
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if os.path.exists(probe) and not os.path.isdir(probe):
+        raise SnowInputError(setting, f"'{probe}' is a file, not a folder",
+                             "a folder path")
+    problem = None
+    if not os.access(probe, os.W_OK | os.X_OK):
+        problem = "permission denied"
+    else:
+        try:  # access() passes for root and on read-only mounts: really try to write
+            with tempfile.TemporaryFile(dir=probe):
+                pass
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+    if problem is not None:
+        raise SnowInputError(setting, f"cannot write to '{probe}' ({problem})",
+                             "a folder you can write to, e.g. '//snowfall_cache'")
+    return folder

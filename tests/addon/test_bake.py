@@ -1,0 +1,220 @@
+"""Bake, Esc (stop), Resume and Free end to end on a small scene, compared with the engine
+run directly on the same world-space terrain; bad input changes nothing."""
+import math
+import os
+
+import bpy
+import numpy as np
+import pytest
+
+from snowfall.operators import particle_output, snow_output
+from snowfall.operators.bake import BakeJob, read_meta, scene_cache_folder
+from snowfall.panels.properties import to_snow_settings
+from snowfall.snow_addon import Simulation
+
+
+def _frames(obj, frames):
+    return {f: snow_output.read_snow_frame(obj, f) for f in frames}
+
+
+def _flakes(scene, frames):
+    emitter = scene.snowfall.flake_emitter
+    return {f: particle_output.read_flake_frame(emitter, f) for f in frames}
+
+
+def _engine_run(scene, obj, frames, metres_per_unit=1.0):
+    """The engine on the terrain's world-space arrays, built here from the mesh and the
+    object's matrix: depth per vertex and flake positions (Blender units) per frame."""
+    mesh = obj.data
+    mesh.calc_loop_triangles()
+    triangles = np.array([tuple(t.vertices) for t in mesh.loop_triangles], dtype=np.int64)
+    coords = np.array([tuple(v.co) for v in mesh.vertices], dtype=np.float64)
+    matrix = np.array(obj.matrix_world, dtype=np.float64)
+    vertices = (coords @ matrix[:3, :3].T + matrix[:3, 3]) * metres_per_unit
+    settings = to_snow_settings(scene.snowfall, scene)
+    sim = Simulation(settings, vertices, triangles, backend="cpu")
+    depth, flakes = {}, {}
+    for frame in frames:
+        if frame > frames[0]:
+            sim.step(scene.snowfall.substeps)
+        depth[frame] = sim.vertex_snow_depth(vertices)
+        flakes[frame] = sim.flake_positions() / np.float32(metres_per_unit)
+    return depth, flakes
+
+
+def test_bake_end_to_end_matches_the_engine(addon, tools, tmp_path):
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=4)
+    terrain = tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    props = scene.snowfall
+    assert props.has_bake and (props.baked_frame_start, props.baked_frame_end) == (1, 4)
+    assert props.backend_used == "cpu" and props.backend_reason
+    assert snow_output.baked_frames(terrain) == [1, 2, 3, 4]
+
+    expected_depth, expected_flakes = _engine_run(scene, terrain, [1, 2, 3, 4])
+    stored = _frames(terrain, range(1, 5))
+    flakes = _flakes(scene, range(1, 5))
+    for frame in range(1, 5):
+        np.testing.assert_array_equal(stored[frame], expected_depth[frame])
+        np.testing.assert_array_equal(flakes[frame], expected_flakes[frame])
+    assert stored[1].max() == 0.0 and stored[4].max() > 0.0
+    assert stored[4].sum() > stored[2].sum()   # snow builds up
+
+    # The evaluated terrain carries `snow_depth` of the current frame and is displaced by it.
+    original = tools.world_vertices(terrain)
+    for frame in (2, 4):
+        scene.frame_set(frame)
+        depth, world = snow_output.evaluated_snow_depth(terrain,
+                                                        bpy.context.evaluated_depsgraph_get())
+        np.testing.assert_allclose(depth, stored[frame], rtol=0, atol=1e-7)
+        np.testing.assert_allclose(world[:, 2] - original[:, 2], stored[frame], atol=2e-6)
+        np.testing.assert_allclose(world[:, :2], original[:, :2], atol=2e-6)
+
+
+def test_object_transform_and_unit_scale_are_respected(addon, tools, tmp_path):
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=3)
+    scene.unit_settings.scale_length = 0.5     # 1 Blender unit = 0.5 m
+    terrain = tools.grid_object(size=(20.0, 16.0), bump=2.0)
+    terrain.location = (5.0, -3.0, 1.0)
+    terrain.rotation_euler = (0.0, 0.0, math.radians(30.0))
+    terrain.scale = (1.5, 1.5, 1.2)
+    bpy.context.view_layer.update()
+    bpy.ops.snowfall.set_terrain()
+    bpy.ops.snowfall.bake()
+    expected_depth, expected_flakes = _engine_run(scene, terrain, [1, 2, 3], 0.5)
+    for frame in (2, 3):
+        np.testing.assert_array_equal(snow_output.read_snow_frame(terrain, frame),
+                                      expected_depth[frame])
+        np.testing.assert_array_equal(_flakes(scene, [frame])[frame], expected_flakes[frame])
+    # Depth is metres; the displacement is along world +Z in Blender units (metres / 0.5).
+    scene.frame_set(3)
+    depth, world = snow_output.evaluated_snow_depth(terrain, bpy.context.evaluated_depsgraph_get())
+    original = tools.world_vertices(terrain)
+    assert depth.max() > 0.0
+    np.testing.assert_allclose(world[:, 2] - original[:, 2], depth / 0.5, atol=5e-6)
+    np.testing.assert_allclose(world[:, :2], original[:, :2], atol=5e-6)
+
+
+def test_stopping_mid_bake_keeps_every_finished_frame(addon, tools, tmp_path):
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=6)
+    terrain = tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    job = BakeJob(bpy.context)
+    job.advance_frame()
+    job.advance_frame()
+    job.advance()              # half of frame 4's substeps: stopped in the middle of a frame
+    job.cancel()               # what Esc does
+    props = scene.snowfall
+    assert props.has_bake and props.baked_frame_end == 3
+    assert snow_output.baked_frames(terrain) == [1, 2, 3]
+    assert read_meta(scene_cache_folder(str(tmp_path), scene))["frame"] == 3
+    assert particle_output.flake_particle_system(props.flake_emitter).point_cache.frame_end == 3
+    expected_depth, expected_flakes = _engine_run(scene, terrain, [1, 2, 3])
+    for frame in (1, 2, 3):
+        np.testing.assert_array_equal(snow_output.read_snow_frame(terrain, frame),
+                                      expected_depth[frame])
+    np.testing.assert_array_equal(_flakes(scene, [3])[3], expected_flakes[3])
+
+
+def test_resume_after_reload_equals_an_uninterrupted_bake(addon, tools, tmp_path):
+    scene = addon
+    tools.small_settings(scene, tmp_path / "cache", frames=6)
+    terrain = tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    bpy.ops.snowfall.bake()
+    full_depth = _frames(terrain, range(1, 7))
+    full_flakes = _flakes(scene, range(1, 7))
+    bpy.ops.snowfall.free()
+    assert snow_output.baked_frames(terrain) == [] and not scene.snowfall.has_bake
+
+    job = BakeJob(bpy.context)
+    job.advance_frame()
+    job.advance_frame()
+    job.cancel()
+    blend = str(tmp_path / "stopped.blend")
+    bpy.ops.wm.save_mainfile(filepath=blend)
+    bpy.ops.wm.open_mainfile(filepath=blend)
+    scene = bpy.context.scene
+    terrain = bpy.data.objects["Terrain"]
+    assert scene.snowfall.baked_frame_end == 3
+    assert bpy.ops.snowfall.resume() == {"FINISHED"}
+    assert scene.snowfall.baked_frame_end == 6
+    assert snow_output.baked_frames(terrain) == list(range(1, 7))
+    resumed_flakes = _flakes(scene, range(1, 7))
+    for frame in range(1, 7):
+        np.testing.assert_array_equal(snow_output.read_snow_frame(terrain, frame),
+                                      full_depth[frame])
+        np.testing.assert_array_equal(resumed_flakes[frame], full_flakes[frame])
+    with pytest.raises(RuntimeError, match="already reaches frame 6"):
+        bpy.ops.snowfall.resume()
+
+
+def test_resume_refuses_changed_settings(addon, tools, tmp_path):
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=4)
+    tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    job = BakeJob(bpy.context)
+    job.advance_frame()
+    job.cancel()
+    scene.snowfall.wind_speed = 9.0
+    with pytest.raises(RuntimeError, match="changed since the bake"):
+        bpy.ops.snowfall.resume()
+    assert scene.snowfall.baked_frame_end == 2
+
+
+def test_free_removes_the_bake(addon, tools, tmp_path):
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=2)
+    terrain = tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    bpy.ops.snowfall.bake()
+    assert os.listdir(tmp_path)
+    assert bpy.ops.snowfall.free() == {"FINISHED"}
+    assert snow_output.baked_frames(terrain) == []
+    assert terrain.modifiers.get(snow_output.SNOW_MODIFIER_NAME) is None
+    assert scene.snowfall.flake_emitter is None and not scene.snowfall.has_bake
+    assert os.listdir(tmp_path) == []
+
+
+def _bake_snapshot(terrain):
+    scene = bpy.context.scene
+    return (sorted(o.name for o in bpy.data.objects), [m.name for m in terrain.modifiers],
+            snow_output.baked_frames(terrain), scene.snowfall.has_bake,
+            scene.snowfall.baked_frame_end)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("unsaved file with a disk cache", "not saved yet"),
+    ("cache folder that cannot be written", "cannot write"),
+    ("cache folder under a file", "is a file, not a folder"),
+    ("no terrain", "no terrain is set"),
+    ("deleted terrain mesh faces", "has no faces"),
+])
+def test_bad_bake_input_is_reported_and_changes_nothing(addon, tools, tmp_path, case, message):
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=2)
+    terrain = tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    props = scene.snowfall
+    if case == "unsaved file with a disk cache":
+        props.cache_folder = "//snowfall_cache"
+    elif case == "cache folder that cannot be written":
+        props.cache_folder = "/proc/snowfall_cache"
+    elif case == "cache folder under a file":
+        (tmp_path / "plain.txt").write_text("x")
+        props.cache_folder = str(tmp_path / "plain.txt" / "cache")
+    elif case == "no terrain":
+        props.terrain_objects.clear()
+    else:
+        terrain.data.clear_geometry()
+    before = _bake_snapshot(terrain)
+    files_before = sorted(os.listdir(tmp_path))
+    with pytest.raises(RuntimeError, match=message):
+        bpy.ops.snowfall.bake()
+    assert _bake_snapshot(terrain) == before
+    assert sorted(os.listdir(tmp_path)) == files_before

@@ -1,0 +1,63 @@
+"""The Blender properties map onto SnowSettings in SI units; keyframed wind is sampled per
+frame into wind_keys."""
+import math
+
+import bpy
+import pytest
+
+from snowfall.panels.properties import to_snow_settings
+
+
+def test_properties_map_to_si_settings(addon):
+    scene = addon
+    scene.unit_settings.scale_length = 0.01      # scene in centimetres
+    scene.render.fps, scene.render.fps_base = 30, 1.0
+    props = scene.snowfall
+    props.wind_cell_size = 50.0                  # 50 cm
+    props.sky_height = 0.0                       # automatic
+    props.wind_speed = 300.0                     # 300 cm/s
+    props.wind_direction = math.radians(90.0)
+    props.gust_direction_jitter = math.radians(15.0)
+    props.angle_of_repose = math.radians(30.0)
+    props.redistribution_min_depth = 2.0         # 2 cm
+    props.substeps = 3
+    props.snow_type = "wet"
+    props.seed = 7
+    settings = to_snow_settings(props, scene)
+    assert settings.wind_cell_size == pytest.approx(0.5)
+    assert settings.sky_height is None
+    assert settings.wind_speed == pytest.approx(3.0)
+    assert settings.wind_direction == pytest.approx(90.0)
+    assert settings.gust_direction_jitter == pytest.approx(15.0)
+    assert settings.angle_of_repose == pytest.approx(30.0)
+    assert settings.redistribution_min_depth == pytest.approx(0.02)
+    assert settings.time_step == pytest.approx(1.0 / 90.0)
+    assert settings.snow_type == "wet" and settings.seed == 7
+    assert settings.wind_keys == ()
+    props.use_redistribution = False
+    assert to_snow_settings(props, scene).redistribution_fraction == 0.0
+
+
+def test_keyframed_wind_is_sampled_per_frame(addon):
+    scene = addon
+    scene.render.fps = 24
+    scene.frame_start, scene.frame_end = 1, 25
+    props = scene.snowfall
+    props.wind_speed = 2.0
+    props.keyframe_insert("wind_speed", frame=1)
+    props.wind_speed = 14.0
+    props.keyframe_insert("wind_speed", frame=25)
+    for point in scene.animation_data.action.layers[0].strips[0].channelbags[0].fcurves[0] \
+            .keyframe_points:
+        point.interpolation = "LINEAR"
+    props.wind_direction = math.radians(45.0)
+    settings = to_snow_settings(props, scene)
+    assert len(settings.wind_keys) == 25
+    t0, s0, d0 = settings.wind_keys[0]
+    t12, s12, _ = settings.wind_keys[12]
+    t24, s24, d24 = settings.wind_keys[24]
+    assert (t0, s0) == pytest.approx((0.0, 2.0))
+    assert (t12, s12) == pytest.approx((0.5, 8.0))
+    assert (t24, s24) == pytest.approx((1.0, 14.0))
+    assert d0 == pytest.approx(45.0) and d24 == pytest.approx(45.0)
+

@@ -1,0 +1,126 @@
+"""The public engine API end to end on small scenes: stepping, determinism, checkpoints,
+conservation, and bad input that allocates nothing."""
+import numpy as np
+import pytest
+
+from snowfall.snow_addon import SnowInputError, SnowMemoryError, SnowSettings, Simulation
+from snowfall.snow_addon import simulation as simulation_module
+from snowfall.snow_addon.scenes import box_test, gaussian_hill
+
+
+def small_settings(**changes):
+    base = SnowSettings(heightmap_resolution=48, wind_resolution=16, flake_count=3000,
+                        snowfall_rate=20.0, wind_speed=4.0, seed=5)
+    return base.replace(**changes)
+
+
+@pytest.fixture(scope="module")
+def hill():
+    return gaussian_hill(40.0, 8.0, 8.0, 33)
+
+
+def test_steps_and_reports_diagnostics(hill):
+    sim = Simulation(small_settings(), *hill, backend="cpu")
+    assert sim.backend.name == "cpu" and sim.backend.reason
+    d = sim.step(12)
+    assert d.step == 12 and d.time == pytest.approx(12 / 24)
+    assert d.wind.iterations >= 1 and d.wind.relative_residual <= sim.settings.pressure_tolerance
+    assert d.wind.divergence_after < d.wind.divergence_before
+    assert d.deposited_volume > 0.0
+    assert d.snow_volume == pytest.approx(d.deposited_volume, rel=1e-5)
+    positions = sim.flake_positions()
+    assert positions.shape == (3000, 3) and positions.dtype == np.float32
+    assert np.isfinite(positions).all()
+    g = sim.grid
+    assert (positions[:, 0] >= g.x0).all() and (positions[:, 0] < g.x0 + g.nx * g.cell_size).all()
+    assert (positions[:, 2] < g.top + 1e-3).all()
+    depth = sim.snow_depth()
+    assert depth.shape == sim.heightmap.grid.shape and (depth >= 0).all()
+
+
+def test_same_seed_same_bake_and_other_seed_differs(hill):
+    a = Simulation(small_settings(), *hill, backend="cpu")
+    b = Simulation(small_settings(), *hill, backend="cpu")
+    c = Simulation(small_settings(seed=6), *hill, backend="cpu")
+    for sim in (a, b, c):
+        sim.step(10)
+    np.testing.assert_array_equal(a.flake_positions(), b.flake_positions())
+    np.testing.assert_array_equal(a.snow_depth(), b.snow_depth())
+    np.testing.assert_array_equal(a.wind_field().u, b.wind_field().u)
+    assert not np.array_equal(a.flake_positions(), c.flake_positions())
+
+
+def test_checkpoint_resume_equals_uninterrupted(hill, tmp_path):
+    settings = small_settings(obstacle_refresh_steps=4)
+    straight = Simulation(settings, *hill, backend="cpu")
+    straight.step(14)
+
+    first = Simulation(settings, *hill, backend="cpu")
+    first.step(6)
+    path = first.save_state(tmp_path / "state.npz")
+    resumed = Simulation(settings, *hill, backend="cpu")
+    resumed.load_state(path)
+    assert resumed.step_index == 6
+    resumed.step(8)
+    np.testing.assert_array_equal(resumed.flake_positions(), straight.flake_positions())
+    np.testing.assert_array_equal(resumed.flake_velocities(), straight.flake_velocities())
+    np.testing.assert_array_equal(resumed.snow_depth(), straight.snow_depth())
+    np.testing.assert_array_equal(resumed.wind_field().w, straight.wind_field().w)
+    assert [p.name for p in tmp_path.iterdir()] == ["state.npz"]  # no temporary left behind
+
+
+def test_snow_volume_conserved_over_long_run_with_redistribution():
+    vertices, triangles = box_test()
+    settings = small_settings(flake_count=2000, heightmap_resolution=40, wind_resolution=12,
+                              snowfall_rate=400.0, angle_of_repose=20.0,
+                              redistribution_fraction=0.25, obstacle_refresh_steps=50)
+    sim = Simulation(settings, vertices, triangles, backend="cpu")
+    d = sim.step(2000)
+    assert d.deposited_volume > 0
+    assert d.snow_volume == pytest.approx(d.deposited_volume, rel=1e-5)
+
+
+def test_wind_only_simulation_has_no_flakes(hill):
+    sim = Simulation(small_settings(), *hill, backend="cpu", flakes=False)
+    d = sim.step(3)
+    assert d.wind.iterations >= 1 and d.snow_volume == 0.0
+    with pytest.raises(SnowInputError, match="flakes"):
+        sim.flake_positions()
+    field = sim.wind_field()
+    assert field.u.shape == (sim.grid.nz, sim.grid.ny, sim.grid.nx + 1)
+    speed = np.linalg.norm(sim.wind_at([[0.0, 0.0, sim.grid.top - 1.0]]), axis=1)
+    assert 1.0 < speed[0] < 10.0
+
+
+@pytest.mark.parametrize("changes, setting", [
+    ({"flake_count": 0}, "flake_count"),
+    ({"time_step": -1.0}, "time_step"),
+    ({"wind_cell_size": 0.0}, "wind_cell_size"),
+    ({"heightmap_resolution": 2}, "heightmap_resolution"),
+    ({"pressure_solver": "magic"}, "pressure_solver"),
+    ({"snow_type": "slush"}, "snow_type"),
+    ({"redistribution_fraction": 0.5}, "redistribution_fraction"),
+])
+def test_bad_settings_name_the_setting(hill, changes, setting):
+    with pytest.raises(SnowInputError) as info:
+        Simulation(small_settings(**changes), *hill, backend="cpu")
+    assert info.value.setting == setting and info.value.suggestion
+
+
+def test_too_many_flakes_fails_before_allocating(hill, monkeypatch):
+    from snowfall.snow_addon import backend as backend_module
+
+    allocations = []
+    original = simulation_module.FlakeSystem.__init__
+
+    def spy(self, *args, **kwargs):
+        allocations.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(simulation_module.FlakeSystem, "__init__", spy)
+    monkeypatch.setattr(backend_module, "host_memory_available", lambda: 64 * 1024**2)
+    with pytest.raises(SnowMemoryError) as info:
+        Simulation(small_settings(flake_count=50_000_000), *hill, backend="cpu")
+    assert info.value.setting == "flake_count"
+    assert "flake_count <=" in info.value.suggestion
+    assert allocations == []
