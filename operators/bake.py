@@ -24,6 +24,7 @@ import time
 import bpy
 import numpy as np
 
+from ..panels.wind_overlay import WindOverlay
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.settings import SnowSettings
 from ..panels.properties import (DEFAULT_CACHE_FOLDER, terrain_objects, to_snow_settings,
@@ -297,6 +298,8 @@ class BakeJob:
             self.frame = frame
             self.frames_done += 1
             props.seconds_per_frame = self.seconds_per_frame or 0.0
+        if WindOverlay.wants_field(self.scene):  # the viewport shows the wind while baking
+            WindOverlay.publish(sim.wind_field(), sim.step_index, sim.time, source="bake")
 
     def finish(self) -> None:
         """Close the bake: every finished frame stays; the particle cache is marked baked."""

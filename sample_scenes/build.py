@@ -113,6 +113,7 @@ def mountain_valley(frames: int = 96, flakes: int = 200_000, resolution: int = 1
     props = scene.snowfall
     props.heightmap_resolution = 256
     props.wind_resolution = 64
+    props.sky_height = 40.0           # flakes reach the ground within the bake
     props.wind_speed = 8.0
     props.wind_direction = math.radians(90.0)
     props.flake_count = flakes
