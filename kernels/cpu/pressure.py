@@ -1,0 +1,329 @@
+"""Pressure Poisson kernels, Numba build (same names, signatures and arithmetic as
+kernels.reference.pressure; see there for the system and the transfer operators)."""
+import numba
+import numpy as np
+from numba import prange
+
+F32 = np.float32
+
+
+@numba.njit(inline="always", cache=True)
+def _q(p, k, j, i):
+    nz, ny, nx = p.shape
+    if k < 0 or k >= nz or j < 0 or j >= ny or i < 0 or i >= nx:
+        return np.float32(0.0)
+    return p[k, j, i]
+
+
+# face coefficient arrays are float32, or uint8 (0/1) on the finest level: read as float32
+@numba.njit(inline="always", cache=True)
+def _c(coef, k, j, i):
+    return np.float32(coef[k, j, i])
+
+
+@numba.njit(inline="always", cache=True)
+def _diag(coef_x, coef_y, coef_z, k, j, i):
+    return np.float32(np.float32(np.float32(_c(coef_x, k, j, i) + _c(coef_x, k, j, i + 1))
+                                 + np.float32(_c(coef_y, k, j, i) + _c(coef_y, k, j + 1, i)))
+                      + np.float32(_c(coef_z, k, j, i) + _c(coef_z, k + 1, j, i)))
+
+
+@numba.njit(inline="always", cache=True)
+def _nbsum(p, coef_x, coef_y, coef_z, k, j, i):
+    a = np.float32(_c(coef_x, k, j, i) * _q(p, k, j, i - 1) + _c(coef_x, k, j, i + 1) * _q(p, k, j, i + 1))
+    b = np.float32(_c(coef_y, k, j, i) * _q(p, k, j - 1, i) + _c(coef_y, k, j + 1, i) * _q(p, k, j + 1, i))
+    c = np.float32(_c(coef_z, k, j, i) * _q(p, k - 1, j, i) + _c(coef_z, k + 1, j, i) * _q(p, k + 1, j, i))
+    return np.float32(np.float32(a + b) + c)
+
+
+@numba.njit(parallel=True, cache=True)
+def face_coefficients(solid, outflow_x_minus, outflow_x_plus, outflow_y_minus, outflow_y_plus,
+                      coef_x, coef_y, coef_z):
+    """Fine-level face coefficients from the solid mask (see the reference)."""
+    nz, ny, nx = solid.shape
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx + 1):
+            if i == 0:
+                c = 1 if (outflow_x_minus and solid[k, j, 0] == 0) else 0
+            elif i == nx:
+                c = 1 if (outflow_x_plus and solid[k, j, nx - 1] == 0) else 0
+            else:
+                c = 1 if (solid[k, j, i - 1] == 0 and solid[k, j, i] == 0) else 0
+            coef_x[k, j, i] = c
+    for kj in prange(nz * (ny + 1)):
+        k = kj // (ny + 1)
+        j = kj % (ny + 1)
+        for i in range(nx):
+            if j == 0:
+                c = 1 if (outflow_y_minus and solid[k, 0, i] == 0) else 0
+            elif j == ny:
+                c = 1 if (outflow_y_plus and solid[k, ny - 1, i] == 0) else 0
+            else:
+                c = 1 if (solid[k, j - 1, i] == 0 and solid[k, j, i] == 0) else 0
+            coef_y[k, j, i] = c
+    for kj in prange((nz + 1) * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            if k == 0 or k == nz:
+                c = 0
+            else:
+                c = 1 if (solid[k - 1, j, i] == 0 and solid[k, j, i] == 0) else 0
+            coef_z[k, j, i] = c
+
+
+@numba.njit(parallel=True, cache=True)
+def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, boundary_y,
+                          coarse_coef_x, coarse_coef_y, coarse_coef_z):
+    """Coarse face coefficient = sum of covered fine faces / coarsening factor along the
+    normal; domain side faces of x (y) times boundary_x (boundary_y)."""
+    bx = np.float32(boundary_x)
+    by = np.float32(boundary_y)
+    nz, ny, nxp = coef_x.shape
+    nx = nxp - 1
+    ncz, ncy, ncxp = coarse_coef_x.shape
+    ncx = ncxp - 1
+    for KJ in prange(ncz * ncy):
+        K = KJ // ncy
+        J = KJ % ncy
+        for I in range(ncx + 1):
+            i = min(I * fx, nx)
+            acc = np.float32(0.0)
+            for k in range(K * fz, min(K * fz + fz, nz)):
+                for j in range(J * fy, min(J * fy + fy, ny)):
+                    acc += np.float32(coef_x[k, j, i])
+            c = np.float32(acc / np.float32(fx))
+            if I == 0 or I == ncx:
+                c = c * bx
+            coarse_coef_x[K, J, I] = c
+    for KJ in prange(ncz * (ncy + 1)):
+        K = KJ // (ncy + 1)
+        J = KJ % (ncy + 1)
+        j = min(J * fy, ny)
+        for I in range(ncx):
+            acc = np.float32(0.0)
+            for k in range(K * fz, min(K * fz + fz, nz)):
+                for i in range(I * fx, min(I * fx + fx, nx)):
+                    acc += np.float32(coef_y[k, j, i])
+            c = np.float32(acc / np.float32(fy))
+            if J == 0 or J == ncy:
+                c = c * by
+            coarse_coef_y[K, J, I] = c
+    for KJ in prange((ncz + 1) * ncy):
+        K = KJ // ncy
+        J = KJ % ncy
+        k = min(K * fz, nz)
+        for I in range(ncx):
+            acc = np.float32(0.0)
+            for j in range(J * fy, min(J * fy + fy, ny)):
+                for i in range(I * fx, min(I * fx + fx, nx)):
+                    acc += np.float32(coef_z[k, j, i])
+            coarse_coef_z[K, J, I] = acc / np.float32(fz)
+
+
+@numba.njit(parallel=True, cache=True)
+def apply_operator(p, coef_x, coef_y, coef_z, out):
+    """out = A p (0 in solid cells)."""
+    nz, ny, nx = p.shape
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            d = _diag(coef_x, coef_y, coef_z, k, j, i)
+            if d > 0:
+                out[k, j, i] = d * p[k, j, i] - _nbsum(p, coef_x, coef_y, coef_z, k, j, i)
+            else:
+                out[k, j, i] = 0.0
+
+
+@numba.njit(parallel=True, cache=True)
+def residual(p, b, coef_x, coef_y, coef_z, out):
+    """out = b - A p (0 in solid cells)."""
+    nz, ny, nx = p.shape
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            d = _diag(coef_x, coef_y, coef_z, k, j, i)
+            if d > 0:
+                out[k, j, i] = b[k, j, i] - np.float32(
+                    d * p[k, j, i] - _nbsum(p, coef_x, coef_y, coef_z, k, j, i))
+            else:
+                out[k, j, i] = 0.0
+
+
+@numba.njit(parallel=True, cache=True)
+def jacobi_sweep(p, b, coef_x, coef_y, coef_z, omega, out):
+    """One damped Jacobi sweep: out = p + omega * ((b + neighbour sum) / diag - p)."""
+    nz, ny, nx = p.shape
+    om = np.float32(omega)
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            d = _diag(coef_x, coef_y, coef_z, k, j, i)
+            if d > 0:
+                nb = _nbsum(p, coef_x, coef_y, coef_z, k, j, i)
+                out[k, j, i] = p[k, j, i] + om * (np.float32(b[k, j, i] + nb) / d - p[k, j, i])
+            else:
+                out[k, j, i] = 0.0
+
+
+@numba.njit(parallel=True, cache=True)
+def redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, color):
+    """Half a red-black SOR sweep in place on cells with (i + j + k) % 2 == color."""
+    nz, ny, nx = p.shape
+    om = np.float32(omega)
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range((k + j + color) % 2, nx, 2):
+            d = _diag(coef_x, coef_y, coef_z, k, j, i)
+            if d > 0:
+                nb = _nbsum(p, coef_x, coef_y, coef_z, k, j, i)
+                p[k, j, i] = p[k, j, i] + om * (np.float32(b[k, j, i] + nb) / d - p[k, j, i])
+            else:
+                p[k, j, i] = 0.0
+
+
+@numba.njit(inline="always", cache=True)
+def _axis_weight(fine, coarse, f, n_coarse):
+    if f == 1:
+        return np.float32(1.0) if fine == coarse else np.float32(0.0)
+    parent = fine // 2
+    partner = parent - 1 if fine % 2 == 0 else parent + 1
+    partner = min(max(partner, 0), n_coarse - 1)
+    a = np.float32(0.75) if parent == coarse else np.float32(0.0)
+    b = np.float32(0.25) if partner == coarse else np.float32(0.0)
+    return np.float32(a + b)
+
+
+@numba.njit(parallel=True, cache=True)
+def restrict_residual(r, fx, fy, fz, out):
+    """out (coarse) = P^T r (the transpose of prolong_add's trilinear interpolation)."""
+    nz, ny, nx = r.shape
+    ncz, ncy, ncx = out.shape
+    lo_z, hi_z = (-1, 3) if fz == 2 else (0, 1)
+    lo_y, hi_y = (-1, 3) if fy == 2 else (0, 1)
+    lo_x, hi_x = (-1, 3) if fx == 2 else (0, 1)
+    for KJ in prange(ncz * ncy):
+        K = KJ // ncy
+        J = KJ % ncy
+        for I in range(ncx):
+            acc = np.float32(0.0)
+            for dk in range(lo_z, hi_z):
+                k = fz * K + dk
+                wz = _axis_weight(k, K, fz, ncz) if (k >= 0 and k < nz) else np.float32(0.0)
+                kc = min(max(k, 0), nz - 1)
+                for dj in range(lo_y, hi_y):
+                    j = fy * J + dj
+                    wy = _axis_weight(j, J, fy, ncy) if (j >= 0 and j < ny) else np.float32(0.0)
+                    jc = min(max(j, 0), ny - 1)
+                    for di in range(lo_x, hi_x):
+                        i = fx * I + di
+                        wx = _axis_weight(i, I, fx, ncx) if (i >= 0 and i < nx) else np.float32(0.0)
+                        ic = min(max(i, 0), nx - 1)
+                        acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * r[kc, jc, ic])
+            out[K, J, I] = acc
+
+
+@numba.njit(inline="always", cache=True)
+def _parent(i, f, n_coarse, which):
+    """(coarse index, weight) of interpolation source ``which`` (0 or 1) of fine index i."""
+    if f == 1:
+        return i, (np.float32(1.0) if which == 0 else np.float32(0.0))
+    parent = i // 2
+    if which == 0:
+        return parent, np.float32(0.75)
+    partner = parent - 1 if i % 2 == 0 else parent + 1
+    return min(max(partner, 0), n_coarse - 1), np.float32(0.25)
+
+
+@numba.njit(parallel=True, cache=True)
+def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
+    """p (fine) += P coarse (trilinear, cell-centred), in fluid cells only."""
+    nz, ny, nx = p.shape
+    ncz, ncy, ncx = coarse.shape
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            if _diag(coef_x, coef_y, coef_z, k, j, i) > 0:
+                acc = np.float32(0.0)
+                for a in range(2):
+                    K, wz = _parent(k, fz, ncz, a)
+                    for b in range(2):
+                        J, wy = _parent(j, fy, ncy, b)
+                        for c in range(2):
+                            I, wx = _parent(i, fx, ncx, c)
+                            acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * coarse[K, J, I])
+                p[k, j, i] = p[k, j, i] + acc
+
+
+def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
+    """``pairs`` red-black SOR sweep pairs in place, colours first, 1 - first, first, ..."""
+    for _ in range(int(pairs)):
+        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, first_color)
+        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
+
+
+RZ, DQ, RR, RZ_NEXT, BB = 0, 1, 2, 3, 4
+SCALAR_SLOTS = 8
+_CHUNK = 16384
+
+
+@numba.njit(parallel=True, cache=True)
+def _dot(a, b):
+    n = a.size
+    chunks = (n + _CHUNK - 1) // _CHUNK
+    partial = np.zeros(chunks, np.float64)
+    for c in prange(chunks):
+        acc = 0.0
+        for t in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            acc += np.float64(a[t]) * np.float64(b[t])
+        partial[c] = acc
+    total = 0.0
+    for c in range(chunks):  # fixed order: the same sum on any thread count
+        total += partial[c]
+    return total
+
+
+def dot(a, b, scalars, slot):
+    """scalars[slot] = sum(a * b) accumulated in float64 (fixed chunks, deterministic)."""
+    scalars[slot] = _dot(a.ravel(), b.ravel())
+
+
+@numba.njit(parallel=True, cache=True)
+def _axpy2(x, r, d, q, alpha):
+    for t in prange(x.size):
+        x[t] = x[t] + alpha * d[t]
+        r[t] = r[t] - alpha * q[t]
+
+
+def cg_update(x, r, d, q, scalars):
+    """alpha = rz / dq (0 unless dq > 0); x += alpha d; r -= alpha q (alpha as float32)."""
+    dq = scalars[DQ]
+    alpha = np.float32(scalars[RZ] / dq) if dq > 0 else np.float32(0.0)
+    _axpy2(x.reshape(-1), r.reshape(-1), d.reshape(-1), q.reshape(-1), alpha)
+
+
+@numba.njit(parallel=True, cache=True)
+def _xpby(d, z, beta):
+    for t in prange(d.size):
+        d[t] = z[t] + beta * d[t]
+
+
+def cg_direction(d, z, scalars):
+    """beta = rz_next / rz (0 unless rz > 0); d = z + beta d; then rz = rz_next."""
+    rz = scalars[RZ]
+    beta = np.float32(scalars[RZ_NEXT] / rz) if rz > 0 else np.float32(0.0)
+    _xpby(d.reshape(-1), z.reshape(-1), beta)
+    scalars[RZ] = scalars[RZ_NEXT]
+
+
+def capture(function):
+    """A callable that repeats ``function``'s kernel launches (the GPU build records them
+    once as a CUDA graph; here it is the function itself)."""
+    return function

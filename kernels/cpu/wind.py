@@ -1,0 +1,172 @@
+"""Wind kernels, Numba build (same names, signatures and rules as kernels.reference.wind)."""
+import numba
+import numpy as np
+from numba import prange
+
+from .sampling import sample_bilinear, sample_trilinear
+
+F32 = np.float32
+
+
+@numba.njit(parallel=True, cache=True)
+def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid):
+    """solid[k, j, i] = 1 where the cell centre lies below bilinear height + snow depth."""
+    nz, ny, nx = solid.shape
+    h = np.float32(cell_size)
+    half = np.float32(0.5)
+    for j in prange(ny):
+        for i in range(nx):
+            cx = np.float32(x0) + (np.float32(i) + half) * h
+            cy = np.float32(y0) + (np.float32(j) + half) * h
+            ground = np.float32(sample_bilinear(height, hx0, hy0, spacing, cx, cy)
+                                + sample_bilinear(snow_depth, hx0, hy0, spacing, cx, cy))
+            for k in range(nz):
+                cz = np.float32(z0) + (np.float32(k) + half) * h
+                solid[k, j, i] = 1 if cz < ground else 0
+
+
+@numba.njit(inline="always", cache=True)
+def _advected(field, x, y, z, vx, vy, vz, h, dt, sx, sy, sz):
+    inv = np.float32(1.0) / h
+    gx = np.float32(np.float32(x - dt * vx) * inv)
+    gy = np.float32(np.float32(y - dt * vy) * inv)
+    gz = np.float32(np.float32(z - dt * vz) * inv)
+    return sample_trilinear(field, np.float32(gx - sx), np.float32(gy - sy), np.float32(gz - sz))
+
+
+@numba.njit(inline="always", cache=True)
+def _quarter(a, b, c, d):
+    return np.float32(np.float32(0.25) * np.float32(np.float32(a + b) + np.float32(c + d)))
+
+
+@numba.njit(parallel=True, cache=True)
+def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_out, w_out):
+    """Semi-Lagrangian self-advection over dt (s) plus the boundary conditions."""
+    nz, ny, nx = solid.shape
+    h = np.float32(cell_size)
+    dt = np.float32(dt)
+    vx = np.float32(inflow_x)
+    vy = np.float32(inflow_y)
+    zero = np.float32(0.0)
+    half = np.float32(0.5)
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        y = (np.float32(j) + half) * h
+        z = (np.float32(k) + half) * h
+        for i in range(nx + 1):
+            if i == 0 and vx > 0:
+                val = vx
+            elif i == nx and vx < 0:
+                val = vx
+            else:
+                src = 1 if i == 0 else (nx - 1 if i == nx else i)
+                il = max(src - 1, 0)
+                ir = min(src, nx - 1)
+                fy = _quarter(v[k, j, il], v[k, j, ir], v[k, j + 1, il], v[k, j + 1, ir])
+                fz = _quarter(w[k, j, il], w[k, j, ir], w[k + 1, j, il], w[k + 1, j, ir])
+                val = _advected(u, np.float32(src) * h, y, z, u[k, j, src], fy, fz, h, dt,
+                                zero, half, half)
+                if (j == 0 and vy > 0) or (j == ny - 1 and vy < 0):
+                    val = vx
+            if (i > 0 and solid[k, j, i - 1] != 0) or (i < nx and solid[k, j, i] != 0):
+                val = zero
+            u_out[k, j, i] = val
+    for kj in prange(nz * (ny + 1)):
+        k = kj // (ny + 1)
+        j = kj % (ny + 1)
+        z = (np.float32(k) + half) * h
+        for i in range(nx):
+            if j == 0 and vy > 0:
+                val = vy
+            elif j == ny and vy < 0:
+                val = vy
+            else:
+                src = 1 if j == 0 else (ny - 1 if j == ny else j)
+                jl = max(src - 1, 0)
+                jr = min(src, ny - 1)
+                fx = _quarter(u[k, jl, i], u[k, jl, i + 1], u[k, jr, i], u[k, jr, i + 1])
+                fz = _quarter(w[k, jl, i], w[k, jr, i], w[k + 1, jl, i], w[k + 1, jr, i])
+                x = (np.float32(i) + half) * h
+                val = _advected(v, x, np.float32(src) * h, z, fx, v[k, src, i], fz, h, dt,
+                                half, zero, half)
+                if (i == 0 and vx > 0) or (i == nx - 1 and vx < 0):
+                    val = vy
+            if (j > 0 and solid[k, j - 1, i] != 0) or (j < ny and solid[k, j, i] != 0):
+                val = zero
+            v_out[k, j, i] = val
+    for kj in prange((nz + 1) * ny):
+        k = kj // ny
+        j = kj % ny
+        z = np.float32(k) * h
+        y = (np.float32(j) + half) * h
+        for i in range(nx):
+            if k == 0 or k == nz:
+                val = zero
+            elif (i == 0 and vx > 0) or (i == nx - 1 and vx < 0) or \
+                    (j == 0 and vy > 0) or (j == ny - 1 and vy < 0):
+                val = zero
+            elif solid[k - 1, j, i] != 0 or solid[k, j, i] != 0:
+                val = zero
+            else:
+                kl = k - 1
+                kr = k  # 0 < k < nz here: no clamping needed
+                fx = _quarter(u[kl, j, i], u[kl, j, i + 1], u[kr, j, i], u[kr, j, i + 1])
+                fy = _quarter(v[kl, j, i], v[kl, j + 1, i], v[kr, j, i], v[kr, j + 1, i])
+                x = (np.float32(i) + half) * h
+                val = _advected(w, x, y, z, fx, fy, w[k, j, i], h, dt, half, half, zero)
+            w_out[k, j, i] = val
+
+
+@numba.njit(parallel=True, cache=True)
+def divergence(u, v, w, solid, scale, out):
+    """out = scale * net outflow of face velocities per fluid cell, 0 in solid cells."""
+    nz, ny, nx = solid.shape
+    s = np.float32(scale)
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            if solid[k, j, i] != 0:
+                out[k, j, i] = 0.0
+            else:
+                flux = np.float32(np.float32(np.float32(u[k, j, i + 1] - u[k, j, i])
+                                             + np.float32(v[k, j + 1, i] - v[k, j, i]))
+                                  + np.float32(w[k + 1, j, i] - w[k, j, i]))
+                out[k, j, i] = s * flux
+
+
+@numba.njit(inline="always", cache=True)
+def _p(p, k, j, i):
+    nz, ny, nx = p.shape
+    if k < 0 or k >= nz or j < 0 or j >= ny or i < 0 or i >= nx:
+        return np.float32(0.0)
+    return p[k, j, i]
+
+
+@numba.njit(parallel=True, cache=True)
+def project(u, v, w, pressure, coef_x, coef_y, coef_z, scale):
+    """Subtract scale * coefficient * pressure difference across each face, in place."""
+    nz, ny, nx = pressure.shape
+    s = np.float32(scale)
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx + 1):
+            c = np.float32(coef_x[k, j, i])
+            if c != 0:
+                u[k, j, i] = u[k, j, i] - (s * c) * (_p(pressure, k, j, i) - _p(pressure, k, j, i - 1))
+    for kj in prange(nz * (ny + 1)):
+        k = kj // (ny + 1)
+        j = kj % (ny + 1)
+        for i in range(nx):
+            c = np.float32(coef_y[k, j, i])
+            if c != 0:
+                v[k, j, i] = v[k, j, i] - (s * c) * (_p(pressure, k, j, i) - _p(pressure, k, j - 1, i))
+    for kj in prange((nz + 1) * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            c = np.float32(coef_z[k, j, i])
+            if c != 0:
+                w[k, j, i] = w[k, j, i] - (s * c) * (_p(pressure, k, j, i) - _p(pressure, k - 1, j, i))

@@ -1,0 +1,500 @@
+"""Pressure Poisson kernels, CUDA build through CuPy (same names, signatures and
+arithmetic as kernels.reference.pressure; see there for the system and the transfers).
+Each function is one kernel launch on the current stream."""
+import numpy as np
+
+from .common import compile_module
+
+SOURCE = r"""
+#define IDX(k, j, i) (((long long)(k) * ny + (j)) * nx + (i))
+#define CX(k, j, i) cx[((long long)(k) * ny + (j)) * (nx + 1) + (i)]
+#define CY(k, j, i) cy[((long long)(k) * (ny + 1) + (j)) * nx + (i)]
+#define CZ(k, j, i) cz[((long long)(k) * ny + (j)) * nx + (i)]
+
+__device__ __forceinline__ float qget(const float* __restrict__ p, int k, int j, int i,
+                                      int nx, int ny, int nz) {
+    if (k < 0 || k >= nz || j < 0 || j >= ny || i < 0 || i >= nx) return 0.0f;
+    return p[IDX(k, j, i)];
+}
+
+// face coefficients C: float, or unsigned char on the finest level (0/1: 4x less traffic)
+template <typename C>
+__device__ __forceinline__ float diag_at(const C* __restrict__ cx, const C* __restrict__ cy,
+                                         const C* __restrict__ cz, int k, int j, int i,
+                                         int nx, int ny) {
+    return (((float)CX(k, j, i) + (float)CX(k, j, i + 1)) + ((float)CY(k, j, i) + (float)CY(k, j + 1, i)))
+           + ((float)CZ(k, j, i) + (float)CZ(k + 1, j, i));
+}
+
+template <typename C>
+__device__ __forceinline__ float nbsum_at(const float* __restrict__ p, const C* __restrict__ cx,
+                                          const C* __restrict__ cy, const C* __restrict__ cz,
+                                          int k, int j, int i, int nx, int ny, int nz) {
+    float a = (float)CX(k, j, i) * qget(p, k, j, i - 1, nx, ny, nz) + (float)CX(k, j, i + 1) * qget(p, k, j, i + 1, nx, ny, nz);
+    float b = (float)CY(k, j, i) * qget(p, k, j - 1, i, nx, ny, nz) + (float)CY(k, j + 1, i) * qget(p, k, j + 1, i, nx, ny, nz);
+    float c = (float)CZ(k, j, i) * qget(p, k - 1, j, i, nx, ny, nz) + (float)CZ(k + 1, j, i) * qget(p, k + 1, j, i, nx, ny, nz);
+    return (a + b) + c;
+}
+
+#define CELL_INDEX                                                        \
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;       \
+    if (t >= (long long)nz * ny * nx) return;                             \
+    int i = (int)(t % nx); long long r_ = t / nx;                         \
+    int j = (int)(r_ % ny); int k = (int)(r_ / ny);
+
+template <typename C>
+__global__ void face_coefficients(const unsigned char* __restrict__ solid,
+                                  int oxm, int oxp, int oym, int oyp,
+                                  C* __restrict__ cx, C* __restrict__ cy,
+                                  C* __restrict__ cz, int nx, int ny, int nz) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long nu = (long long)nz * ny * (nx + 1);
+    const long long nv = (long long)nz * (ny + 1) * nx;
+    const long long nw = (long long)(nz + 1) * ny * nx;
+    if (t < nu) {
+        int i = (int)(t % (nx + 1)); long long r = t / (nx + 1);
+        int j = (int)(r % ny); int k = (int)(r / ny);
+        float c;
+        if (i == 0) c = (oxm && solid[IDX(k, j, 0)] == 0) ? 1.0f : 0.0f;
+        else if (i == nx) c = (oxp && solid[IDX(k, j, nx - 1)] == 0) ? 1.0f : 0.0f;
+        else c = (solid[IDX(k, j, i - 1)] == 0 && solid[IDX(k, j, i)] == 0) ? 1.0f : 0.0f;
+        cx[t] = (C)c;
+        return;
+    }
+    t -= nu;
+    if (t < nv) {
+        int i = (int)(t % nx); long long r = t / nx;
+        int j = (int)(r % (ny + 1)); int k = (int)(r / (ny + 1));
+        float c;
+        if (j == 0) c = (oym && solid[IDX(k, 0, i)] == 0) ? 1.0f : 0.0f;
+        else if (j == ny) c = (oyp && solid[IDX(k, ny - 1, i)] == 0) ? 1.0f : 0.0f;
+        else c = (solid[IDX(k, j - 1, i)] == 0 && solid[IDX(k, j, i)] == 0) ? 1.0f : 0.0f;
+        cy[t] = (C)c;
+        return;
+    }
+    t -= nv;
+    if (t < nw) {
+        int i = (int)(t % nx); long long r = t / nx;
+        int j = (int)(r % ny); int k = (int)(r / ny);
+        float c = 0.0f;
+        if (k > 0 && k < nz) c = (solid[IDX(k - 1, j, i)] == 0 && solid[IDX(k, j, i)] == 0) ? 1.0f : 0.0f;
+        cz[t] = (C)c;
+    }
+}
+
+// coarse grid (ncx, ncy, ncz) from fine (nx, ny, nz) with factors (fx, fy, fz)
+template <typename C>
+__global__ void restrict_coefficients(const C* __restrict__ cx, const C* __restrict__ cy,
+                                      const C* __restrict__ cz, int fx, int fy, int fz,
+                                                 float bx, float by,
+                                                 float* __restrict__ ocx, float* __restrict__ ocy,
+                                                 float* __restrict__ ocz, int nx, int ny, int nz,
+                                                 int ncx, int ncy, int ncz) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long nu = (long long)ncz * ncy * (ncx + 1);
+    const long long nv = (long long)ncz * (ncy + 1) * ncx;
+    const long long nw = (long long)(ncz + 1) * ncy * ncx;
+    if (t < nu) {
+        int I = (int)(t % (ncx + 1)); long long r = t / (ncx + 1);
+        int J = (int)(r % ncy); int K = (int)(r / ncy);
+        int i = min(I * fx, nx);
+        float acc = 0.0f;
+        for (int k = K * fz; k < min(K * fz + fz, nz); ++k)
+            for (int j = J * fy; j < min(J * fy + fy, ny); ++j) acc += (float)CX(k, j, i);
+        float c = acc / (float)fx;
+        if (I == 0 || I == ncx) c = c * bx;
+        ocx[t] = c;
+        return;
+    }
+    t -= nu;
+    if (t < nv) {
+        int I = (int)(t % ncx); long long r = t / ncx;
+        int J = (int)(r % (ncy + 1)); int K = (int)(r / (ncy + 1));
+        int j = min(J * fy, ny);
+        float acc = 0.0f;
+        for (int k = K * fz; k < min(K * fz + fz, nz); ++k)
+            for (int i = I * fx; i < min(I * fx + fx, nx); ++i) acc += (float)CY(k, j, i);
+        float c = acc / (float)fy;
+        if (J == 0 || J == ncy) c = c * by;
+        ocy[t] = c;
+        return;
+    }
+    t -= nv;
+    if (t < nw) {
+        int I = (int)(t % ncx); long long r = t / ncx;
+        int J = (int)(r % ncy); int K = (int)(r / ncy);
+        int k = min(K * fz, nz);
+        float acc = 0.0f;
+        for (int j = J * fy; j < min(J * fy + fy, ny); ++j)
+            for (int i = I * fx; i < min(I * fx + fx, nx); ++i) acc += (float)CZ(k, j, i);
+        ocz[t] = acc / (float)fz;
+    }
+}
+
+template <typename C>
+__global__ void apply_operator(const float* __restrict__ p, const C* __restrict__ cx,
+                                          const C* __restrict__ cy, const C* __restrict__ cz,
+                                          float* __restrict__ out, int nx, int ny, int nz) {
+    CELL_INDEX
+    float d = diag_at(cx, cy, cz, k, j, i, nx, ny);
+    out[t] = d > 0.0f ? d * p[t] - nbsum_at(p, cx, cy, cz, k, j, i, nx, ny, nz) : 0.0f;
+}
+
+template <typename C>
+__global__ void residual(const float* __restrict__ p, const float* __restrict__ b,
+                                    const C* __restrict__ cx, const C* __restrict__ cy,
+                                    const C* __restrict__ cz, float* __restrict__ out,
+                                    int nx, int ny, int nz) {
+    CELL_INDEX
+    float d = diag_at(cx, cy, cz, k, j, i, nx, ny);
+    out[t] = d > 0.0f ? b[t] - (d * p[t] - nbsum_at(p, cx, cy, cz, k, j, i, nx, ny, nz)) : 0.0f;
+}
+
+template <typename C>
+__global__ void jacobi_sweep(const float* __restrict__ p, const float* __restrict__ b,
+                                        const C* __restrict__ cx, const C* __restrict__ cy,
+                                        const C* __restrict__ cz, float om,
+                                        float* __restrict__ out, int nx, int ny, int nz) {
+    CELL_INDEX
+    float d = diag_at(cx, cy, cz, k, j, i, nx, ny);
+    if (d > 0.0f) {
+        float nb = nbsum_at(p, cx, cy, cz, k, j, i, nx, ny, nz);
+        out[t] = p[t] + om * ((b[t] + nb) / d - p[t]);
+    } else {
+        out[t] = 0.0f;
+    }
+}
+
+// one thread per cell of the colour: i = 2 * ih + ((k + j + color) & 1)
+template <typename C>
+__global__ void redblack_sweep(float* __restrict__ p, const float* __restrict__ b,
+                                          const C* __restrict__ cx, const C* __restrict__ cy,
+                                          const C* __restrict__ cz, float om, int color,
+                                          int nx, int ny, int nz) {
+    int nh = (nx + 1) / 2;
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)nz * ny * nh) return;
+    int ih = (int)(t % nh); long long r = t / nh;
+    int j = (int)(r % ny); int k = (int)(r / ny);
+    int i = 2 * ih + ((k + j + color) & 1);
+    if (i >= nx) return;
+    long long c = IDX(k, j, i);
+    float d = diag_at(cx, cy, cz, k, j, i, nx, ny);
+    if (d > 0.0f) {
+        float nb = nbsum_at(p, cx, cy, cz, k, j, i, nx, ny, nz);
+        p[c] = p[c] + om * ((b[c] + nb) / d - p[c]);
+    } else {
+        p[c] = 0.0f;
+    }
+}
+
+__device__ __forceinline__ float axis_weight(int fine, int coarse, int f, int n_coarse) {
+    if (f == 1) return fine == coarse ? 1.0f : 0.0f;
+    int parent = fine / 2;
+    int partner = (fine % 2 == 0) ? parent - 1 : parent + 1;
+    partner = min(max(partner, 0), n_coarse - 1);
+    float a = parent == coarse ? 0.75f : 0.0f;
+    float b = partner == coarse ? 0.25f : 0.0f;
+    return a + b;
+}
+
+extern "C" __global__ void restrict_residual(const float* __restrict__ r, int fx, int fy, int fz,
+                                             float* __restrict__ out, int nx, int ny, int nz,
+                                             int ncx, int ncy, int ncz) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)ncz * ncy * ncx) return;
+    int I = (int)(t % ncx); long long q = t / ncx;
+    int J = (int)(q % ncy); int K = (int)(q / ncy);
+    int loz = fz == 2 ? -1 : 0, hiz = fz == 2 ? 3 : 1;
+    int loy = fy == 2 ? -1 : 0, hiy = fy == 2 ? 3 : 1;
+    int lox = fx == 2 ? -1 : 0, hix = fx == 2 ? 3 : 1;
+    float acc = 0.0f;
+    for (int dk = loz; dk < hiz; ++dk) {
+        int k = fz * K + dk;
+        float wz = (k >= 0 && k < nz) ? axis_weight(k, K, fz, ncz) : 0.0f;
+        int kc = min(max(k, 0), nz - 1);
+        for (int dj = loy; dj < hiy; ++dj) {
+            int j = fy * J + dj;
+            float wy = (j >= 0 && j < ny) ? axis_weight(j, J, fy, ncy) : 0.0f;
+            int jc = min(max(j, 0), ny - 1);
+            for (int di = lox; di < hix; ++di) {
+                int i = fx * I + di;
+                float wx = (i >= 0 && i < nx) ? axis_weight(i, I, fx, ncx) : 0.0f;
+                int ic = min(max(i, 0), nx - 1);
+                acc = acc + ((wz * wy) * wx) * r[IDX(kc, jc, ic)];
+            }
+        }
+    }
+    out[t] = acc;
+}
+
+__device__ __forceinline__ int parent_of(int i, int f, int n_coarse, int which, float &weight) {
+    if (f == 1) { weight = which == 0 ? 1.0f : 0.0f; return i; }
+    int parent = i / 2;
+    if (which == 0) { weight = 0.75f; return parent; }
+    weight = 0.25f;
+    int partner = (i % 2 == 0) ? parent - 1 : parent + 1;
+    return min(max(partner, 0), n_coarse - 1);
+}
+
+template <typename C>
+__global__ void prolong_add(const float* __restrict__ coarse, const C* __restrict__ cx,
+                                       const C* __restrict__ cy, const C* __restrict__ cz,
+                                       int fx, int fy, int fz, float* __restrict__ p,
+                                       int nx, int ny, int nz, int ncx, int ncy, int ncz) {
+    CELL_INDEX
+    if (!(diag_at(cx, cy, cz, k, j, i, nx, ny) > 0.0f)) return;
+    float acc = 0.0f;
+    for (int a = 0; a < 2; ++a) {
+        float wz; int K = parent_of(k, fz, ncz, a, wz);
+        for (int b = 0; b < 2; ++b) {
+            float wy; int J = parent_of(j, fy, ncy, b, wy);
+            for (int c = 0; c < 2; ++c) {
+                float wx; int I = parent_of(i, fx, ncx, c, wx);
+                acc = acc + ((wz * wy) * wx) * coarse[((long long)K * ncy + J) * ncx + I];
+            }
+        }
+    }
+    p[t] = p[t] + acc;
+}
+
+// all sweeps of redblack_pairs in ONE block (small levels): __syncthreads between colours
+template <typename C>
+__global__ void redblack_pairs_block(float* __restrict__ p, const float* __restrict__ b,
+                                                const C* __restrict__ cx, const C* __restrict__ cy,
+                                                const C* __restrict__ cz, float om, int first,
+                                                int pairs, int nx, int ny, int nz) {
+    const long long n = (long long)nz * ny * nx;
+    for (int s = 0; s < 2 * pairs; ++s) {
+        int color = (first + s) & 1;
+        for (long long t = threadIdx.x; t < n; t += blockDim.x) {
+            int i = (int)(t % nx); long long r = t / nx;
+            int j = (int)(r % ny); int k = (int)(r / ny);
+            if (((i + j + k) & 1) != color) continue;
+            float d = diag_at(cx, cy, cz, k, j, i, nx, ny);
+            if (d > 0.0f) {
+                float nb = nbsum_at(p, cx, cy, cz, k, j, i, nx, ny, nz);
+                p[t] = p[t] + om * ((b[t] + nb) / d - p[t]);
+            } else {
+                p[t] = 0.0f;
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// deterministic float64 dot product: fixed grid of DOT_BLOCKS x 256, then one block
+#define DOT_BLOCKS 256
+extern "C" __global__ void dot_partial(const float* __restrict__ a, const float* __restrict__ b,
+                                       double* __restrict__ partial, long long n) {
+    __shared__ double cache[256];
+    double acc = 0.0;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n;
+         t += (long long)gridDim.x * blockDim.x)
+        acc += (double)a[t] * (double)b[t];
+    cache[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) cache[threadIdx.x] += cache[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = cache[0];
+}
+extern "C" __global__ void dot_final(const double* __restrict__ partial, double* __restrict__ scalars,
+                                     int slot) {
+    __shared__ double cache[DOT_BLOCKS];
+    cache[threadIdx.x] = partial[threadIdx.x];
+    __syncthreads();
+    for (int s = DOT_BLOCKS / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) cache[threadIdx.x] += cache[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) scalars[slot] = cache[0];
+}
+
+// scalar slots: 0 rz, 1 dq, 2 rr, 3 rz_next, 4 bb
+extern "C" __global__ void cg_update(float* __restrict__ x, float* __restrict__ r,
+                                     const float* __restrict__ d, const float* __restrict__ q,
+                                     const double* __restrict__ scalars, long long n) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    double dq = scalars[1];
+    float alpha = dq > 0.0 ? (float)(scalars[0] / dq) : 0.0f;
+    x[t] = x[t] + alpha * d[t];
+    r[t] = r[t] - alpha * q[t];
+}
+extern "C" __global__ void cg_direction(float* __restrict__ d, const float* __restrict__ z,
+                                        const double* __restrict__ scalars, long long n) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    double rz = scalars[0];
+    float beta = rz > 0.0 ? (float)(scalars[3] / rz) : 0.0f;
+    d[t] = z[t] + beta * d[t];
+}
+extern "C" __global__ void cg_shift(double* __restrict__ scalars) {
+    scalars[0] = scalars[3];
+}
+"""
+
+_BLOCK = 256
+_i = np.int32
+_f = np.float32
+
+
+_TEMPLATED = ("face_coefficients", "restrict_coefficients", "apply_operator", "residual",
+              "jacobi_sweep", "redblack_sweep", "prolong_add", "redblack_pairs_block")
+_CTYPES = {"float32": "float", "uint8": "unsigned char"}
+_NAMES = tuple(f"{name}<{c}>" for name in _TEMPLATED for c in _CTYPES.values())
+
+
+def _kernel(name, coef=None):
+    """The kernel ``name``; templated kernels are picked by the dtype of ``coef``."""
+    if coef is not None:
+        name = f"{name}<{_CTYPES[str(coef.dtype)]}>"
+    return compile_module(SOURCE, _NAMES).get_function(name)
+
+
+def _blocks(count):
+    return ((int(count) + _BLOCK - 1) // _BLOCK,)
+
+
+def _face_count(nx, ny, nz):
+    return nz * ny * (nx + 1) + nz * (ny + 1) * nx + (nz + 1) * ny * nx
+
+
+def face_coefficients(solid, outflow_x_minus, outflow_x_plus, outflow_y_minus, outflow_y_plus,
+                      coef_x, coef_y, coef_z):
+    """Fine-level face coefficients from the solid mask (see the reference)."""
+    nz, ny, nx = solid.shape
+    _kernel("face_coefficients", coef_x)(_blocks(_face_count(nx, ny, nz)), (_BLOCK,), (
+        solid, _i(outflow_x_minus), _i(outflow_x_plus), _i(outflow_y_minus), _i(outflow_y_plus),
+        coef_x, coef_y, coef_z, _i(nx), _i(ny), _i(nz)))
+
+
+def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, boundary_y,
+                          coarse_coef_x, coarse_coef_y, coarse_coef_z):
+    """Coarse face coefficients (see the reference)."""
+    nz, ny, nxp = coef_x.shape
+    ncz, ncy, ncxp = coarse_coef_x.shape
+    _kernel("restrict_coefficients", coef_x)(_blocks(_face_count(ncxp - 1, ncy, ncz)), (_BLOCK,), (
+        coef_x, coef_y, coef_z, _i(fx), _i(fy), _i(fz), _f(boundary_x), _f(boundary_y),
+        coarse_coef_x, coarse_coef_y, coarse_coef_z, _i(nxp - 1), _i(ny), _i(nz),
+        _i(ncxp - 1), _i(ncy), _i(ncz)))
+
+
+def _cells(p):
+    nz, ny, nx = p.shape
+    return _blocks(nz * ny * nx), (_i(nx), _i(ny), _i(nz))
+
+
+def apply_operator(p, coef_x, coef_y, coef_z, out):
+    """out = A p (0 in solid cells)."""
+    blocks, dims = _cells(p)
+    _kernel("apply_operator", coef_x)(blocks, (_BLOCK,), (p, coef_x, coef_y, coef_z, out, *dims))
+
+
+def residual(p, b, coef_x, coef_y, coef_z, out):
+    """out = b - A p (0 in solid cells)."""
+    blocks, dims = _cells(p)
+    _kernel("residual", coef_x)(blocks, (_BLOCK,), (p, b, coef_x, coef_y, coef_z, out, *dims))
+
+
+def jacobi_sweep(p, b, coef_x, coef_y, coef_z, omega, out):
+    """One damped Jacobi sweep: out = p + omega * ((b + neighbour sum) / diag - p)."""
+    blocks, dims = _cells(p)
+    _kernel("jacobi_sweep", coef_x)(blocks, (_BLOCK,), (p, b, coef_x, coef_y, coef_z, _f(omega), out, *dims))
+
+
+def redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, color):
+    """Half a red-black SOR sweep in place on cells with (i + j + k) % 2 == color."""
+    nz, ny, nx = p.shape
+    _kernel("redblack_sweep", coef_x)(_blocks(nz * ny * ((nx + 1) // 2)), (_BLOCK,), (
+        p, b, coef_x, coef_y, coef_z, _f(omega), _i(color), _i(nx), _i(ny), _i(nz)))
+
+
+def restrict_residual(r, fx, fy, fz, out):
+    """out (coarse) = P^T r."""
+    nz, ny, nx = r.shape
+    ncz, ncy, ncx = out.shape
+    _kernel("restrict_residual")(_blocks(ncz * ncy * ncx), (_BLOCK,), (
+        r, _i(fx), _i(fy), _i(fz), out, _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
+
+
+def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
+    """p (fine) += P coarse (trilinear, cell-centred), in fluid cells only."""
+    nz, ny, nx = p.shape
+    ncz, ncy, ncx = coarse.shape
+    _kernel("prolong_add", coef_x)(_blocks(nz * ny * nx), (_BLOCK,), (
+        coarse, coef_x, coef_y, coef_z, _i(fx), _i(fy), _i(fz), p,
+        _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
+
+
+#: Levels with at most this many cells are smoothed by one block in one launch.
+SINGLE_BLOCK_CELLS = 4096
+
+
+def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
+    """``pairs`` red-black SOR sweep pairs in place, colours first, 1 - first, first, ...
+    (small grids: all of them in one launch of one block)."""
+    nz, ny, nx = p.shape
+    if nz * ny * nx <= SINGLE_BLOCK_CELLS:
+        _kernel("redblack_pairs_block", coef_x)((1,), (1024,), (
+            p, b, coef_x, coef_y, coef_z, _f(omega), _i(first_color), _i(pairs),
+            _i(nx), _i(ny), _i(nz)))
+        return
+    for _ in range(int(pairs)):
+        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, first_color)
+        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
+
+
+RZ, DQ, RR, RZ_NEXT, BB = 0, 1, 2, 3, 4
+SCALAR_SLOTS = 8
+_DOT_BLOCKS = 256
+_partials = {}
+
+
+def dot(a, b, scalars, slot):
+    """scalars[slot] = sum(a * b) accumulated in float64 (fixed reduction tree,
+    deterministic). Two launches, no host read."""
+    import cupy
+
+    device = cupy.cuda.Device().id
+    partial = _partials.get(device)
+    if partial is None:
+        partial = _partials[device] = cupy.zeros(_DOT_BLOCKS, cupy.float64)
+    _kernel("dot_partial")((_DOT_BLOCKS,), (256,), (a, b, partial, np.int64(a.size)))
+    _kernel("dot_final")((1,), (_DOT_BLOCKS,), (partial, scalars, _i(slot)))
+
+
+def cg_update(x, r, d, q, scalars):
+    """alpha = rz / dq (0 unless dq > 0); x += alpha d; r -= alpha q (alpha as float32)."""
+    _kernel("cg_update")(_blocks(x.size), (_BLOCK,), (x, r, d, q, scalars, np.int64(x.size)))
+
+
+def cg_direction(d, z, scalars):
+    """beta = rz_next / rz (0 unless rz > 0); d = z + beta d; then rz = rz_next."""
+    _kernel("cg_direction")(_blocks(d.size), (_BLOCK,), (d, z, scalars, np.int64(d.size)))
+    _kernel("cg_shift")((1,), (1,), (scalars,))
+
+
+def capture(function):
+    """Record ``function``'s kernel launches once as a CUDA graph and return a callable that
+    replays them on the current stream (one launch instead of one per kernel). The
+    function must only launch kernels on fixed buffers (no allocation, no host reads), and
+    must have run once before so every kernel is compiled and loaded."""
+    import cupy
+
+    cupy.cuda.get_current_stream().synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        try:
+            function()
+        finally:
+            graph = stream.end_capture()
+
+    def replay():
+        graph.launch(cupy.cuda.get_current_stream())
+
+    replay.graph = graph
+    return replay

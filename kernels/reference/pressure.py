@@ -1,0 +1,239 @@
+"""Pressure Poisson kernels, NumPy reference (the test oracle).
+
+The system on every multigrid level is ``A p = b`` over cells ``(nz, ny, nx)`` with
+``(A p)_c = sum over the 6 faces f of c_f * (p_c - p_neighbour)``; face coefficients
+``coef_x (nz, ny, nx+1)``, ``coef_y (nz, ny+1, nx)``, ``coef_z (nz+1, ny, nx)`` float32
+(1 = open, 0 = wall/solid/Neumann; a domain face with a coefficient > 0 is a Dirichlet
+face with ``p = 0`` outside). Cells whose faces are all 0 (solid) are held at p = 0.
+
+Multigrid transfer (cell-centred, per axis coarsening factor f = 2 or 1): prolongation
+is trilinear (weights 3/4 to the parent, 1/4 to the parent's neighbour on the child's
+side, clamped at the ends), restriction is its exact transpose, so the V-cycle is a
+symmetric preconditioner.
+"""
+import numpy as np
+
+F32 = np.float32
+
+
+def _f32(*arrays):
+    """Face coefficients as float32 (they may be stored as uint8 0/1 on the finest level)."""
+    return tuple(np.asarray(a, dtype=F32) for a in arrays)
+
+
+def diagonal(coef_x, coef_y, coef_z):
+    """Sum of the 6 face coefficients per cell (nz, ny, nx)."""
+    coef_x, coef_y, coef_z = _f32(coef_x, coef_y, coef_z)
+    return ((((coef_x[:, :, :-1] + coef_x[:, :, 1:]) + (coef_y[:, :-1, :] + coef_y[:, 1:, :]))
+             + (coef_z[:-1] + coef_z[1:]))).astype(F32)
+
+
+def _neighbour_sum(p, coef_x, coef_y, coef_z):
+    coef_x, coef_y, coef_z = _f32(coef_x, coef_y, coef_z)
+    q = np.pad(p, 1)
+    return ((((coef_x[:, :, :-1] * q[1:-1, 1:-1, :-2] + coef_x[:, :, 1:] * q[1:-1, 1:-1, 2:])
+              + (coef_y[:, :-1, :] * q[1:-1, :-2, 1:-1] + coef_y[:, 1:, :] * q[1:-1, 2:, 1:-1]))
+             + (coef_z[:-1] * q[:-2, 1:-1, 1:-1] + coef_z[1:] * q[2:, 1:-1, 1:-1]))).astype(F32)
+
+
+def face_coefficients(solid, outflow_x_minus, outflow_x_plus, outflow_y_minus, outflow_y_plus,
+                      coef_x, coef_y, coef_z):
+    """Fine-level face coefficients from the solid mask (uint8 (nz, ny, nx)): 1 between two
+    fluid cells and on outflow (Dirichlet) domain sides next to a fluid cell, else 0
+    (walls, inflow sides, bottom, lid). The output arrays may be float32 or uint8."""
+    fluid = (solid == 0).astype(F32)
+    coef_x[:, :, 1:-1] = fluid[:, :, 1:] * fluid[:, :, :-1]
+    coef_x[:, :, 0] = fluid[:, :, 0] if outflow_x_minus else 0
+    coef_x[:, :, -1] = fluid[:, :, -1] if outflow_x_plus else 0
+    coef_y[:, 1:-1, :] = fluid[:, 1:, :] * fluid[:, :-1, :]
+    coef_y[:, 0, :] = fluid[:, 0, :] if outflow_y_minus else 0
+    coef_y[:, -1, :] = fluid[:, -1, :] if outflow_y_plus else 0
+    coef_z[1:-1] = fluid[1:] * fluid[:-1]
+    coef_z[0] = 0
+    coef_z[-1] = 0
+
+
+def coarse_shape(shape, factors):
+    return tuple((n + f - 1) // f for n, f in zip(shape, factors))
+
+
+def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, boundary_y,
+                          coarse_coef_x, coarse_coef_y, coarse_coef_z):
+    """Coarse face coefficient = sum of the fine face coefficients it covers / the
+    coarsening factor along its normal (so an open region keeps the geometric value of
+    area / distance on the coarse cells; odd ends cover fewer fine faces). The domain
+    side faces of x (y) are further multiplied by ``boundary_x`` (``boundary_y``): the
+    caller's correction that keeps a Dirichlet side's p = 0 at the fine ghost centre."""
+    coef_x, coef_y, coef_z = _f32(coef_x, coef_y, coef_z)
+    nz, ny, nxp = coef_x.shape
+    nx = nxp - 1
+
+    def cover(a, axis, f, n_coarse):
+        # sum groups of f consecutive entries along ``axis`` (zero-padded at the end)
+        pad = [(0, 0)] * 3
+        pad[axis] = (0, n_coarse * f - a.shape[axis])
+        a = np.pad(a, pad)
+        shape = list(a.shape)
+        shape[axis:axis + 1] = [n_coarse, f]
+        a = a.reshape(shape)
+        total = a[(slice(None),) * (axis + 1) + (0,)]
+        for m in range(1, f):
+            total = total + a[(slice(None),) * (axis + 1) + (m,)]
+        return total
+
+    def normal_pick(a, axis, f, n_fine, n_coarse):
+        index = np.minimum(np.arange(n_coarse + 1) * f, n_fine)
+        return np.take(a, index, axis=axis)
+
+    ncz, ncy, ncx = coarse_shape((nz, ny, nx), (fz, fy, fx))
+    cxs = cover(cover(normal_pick(coef_x, 2, fx, nx, ncx), 1, fy, ncy), 0, fz, ncz)
+    coarse_coef_x[...] = (cxs / F32(fx)).astype(F32)
+    coarse_coef_x[:, :, 0] *= F32(boundary_x)
+    coarse_coef_x[:, :, -1] *= F32(boundary_x)
+    cys = cover(cover(normal_pick(coef_y, 1, fy, ny, ncy), 2, fx, ncx), 0, fz, ncz)
+    coarse_coef_y[...] = (cys / F32(fy)).astype(F32)
+    coarse_coef_y[:, 0, :] *= F32(boundary_y)
+    coarse_coef_y[:, -1, :] *= F32(boundary_y)
+    czs = cover(cover(normal_pick(coef_z, 0, fz, nz, ncz), 2, fx, ncx), 1, fy, ncy)
+    coarse_coef_z[...] = (czs / F32(fz)).astype(F32)
+
+
+def apply_operator(p, coef_x, coef_y, coef_z, out):
+    """out = A p (0 in solid cells)."""
+    diag = diagonal(coef_x, coef_y, coef_z)
+    out[...] = np.where(diag > 0, diag * p - _neighbour_sum(p, coef_x, coef_y, coef_z),
+                        F32(0.0)).astype(F32)
+
+
+def residual(p, b, coef_x, coef_y, coef_z, out):
+    """out = b - A p (0 in solid cells)."""
+    diag = diagonal(coef_x, coef_y, coef_z)
+    out[...] = np.where(diag > 0, b - (diag * p - _neighbour_sum(p, coef_x, coef_y, coef_z)),
+                        F32(0.0)).astype(F32)
+
+
+def jacobi_sweep(p, b, coef_x, coef_y, coef_z, omega, out):
+    """One damped Jacobi sweep: out = p + omega * (b - A p) / diag (0 in solid cells)."""
+    diag = diagonal(coef_x, coef_y, coef_z)
+    nb = _neighbour_sum(p, coef_x, coef_y, coef_z)
+    safe = np.where(diag > 0, diag, F32(1.0))
+    new = p + F32(omega) * ((b + nb) / safe - p)
+    out[...] = np.where(diag > 0, new, F32(0.0)).astype(F32)
+
+
+def redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, color):
+    """Half a red-black SOR sweep in place: cells with (i + j + k) % 2 == color get
+    p += omega * ((b + neighbour sum) / diag - p); solid cells are set to 0."""
+    nz, ny, nx = p.shape
+    k, j, i = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+    mine = (i + j + k) % 2 == color
+    diag = diagonal(coef_x, coef_y, coef_z)
+    nb = _neighbour_sum(p, coef_x, coef_y, coef_z)
+    safe = np.where(diag > 0, diag, F32(1.0))
+    new = np.where(diag > 0, p + F32(omega) * ((b + nb) / safe - p), F32(0.0)).astype(F32)
+    p[mine] = new[mine]
+
+
+def _axis_weight(fine, coarse, f, n_coarse):
+    """Prolongation weight from coarse index ``coarse`` to fine index ``fine`` along one
+    axis (arrays of int); 0 where they are not linked."""
+    fine = np.asarray(fine)
+    coarse = np.asarray(coarse)
+    if f == 1:
+        return (fine == coarse).astype(F32)
+    parent = fine // 2
+    partner = np.clip(np.where(fine % 2 == 0, parent - 1, parent + 1), 0, n_coarse - 1)
+    return (np.where(parent == coarse, F32(0.75), F32(0.0))
+            + np.where(partner == coarse, F32(0.25), F32(0.0))).astype(F32)
+
+
+def _offsets(f):
+    return range(-1, 3) if f == 2 else range(0, 1)
+
+
+def restrict_residual(r, fx, fy, fz, out):
+    """out (coarse) = P^T r: each coarse cell gathers the fine cells linked to it."""
+    nz, ny, nx = r.shape
+    ncz, ncy, ncx = out.shape
+    K, J, I = np.meshgrid(np.arange(ncz), np.arange(ncy), np.arange(ncx), indexing="ij")
+    acc = np.zeros(out.shape, F32)
+    for dk in _offsets(fz):
+        k = fz * K + dk
+        wz = np.where((k >= 0) & (k < nz), _axis_weight(k, K, fz, ncz), F32(0.0))
+        for dj in _offsets(fy):
+            j = fy * J + dj
+            wy = np.where((j >= 0) & (j < ny), _axis_weight(j, J, fy, ncy), F32(0.0))
+            for di in _offsets(fx):
+                i = fx * I + di
+                wx = np.where((i >= 0) & (i < nx), _axis_weight(i, I, fx, ncx), F32(0.0))
+                value = r[np.clip(k, 0, nz - 1), np.clip(j, 0, ny - 1), np.clip(i, 0, nx - 1)]
+                acc = (acc + ((wz * wy) * wx) * value).astype(F32)
+    out[...] = acc
+
+
+def _parents(n_fine, f, n_coarse):
+    """Per fine index: the two coarse indices and weights it interpolates from."""
+    i = np.arange(n_fine)
+    if f == 1:
+        return (i, i), (np.ones(n_fine, F32), np.zeros(n_fine, F32))
+    parent = i // 2
+    partner = np.clip(np.where(i % 2 == 0, parent - 1, parent + 1), 0, n_coarse - 1)
+    return (parent, partner), (np.full(n_fine, 0.75, F32), np.full(n_fine, 0.25, F32))
+
+
+def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
+    """p (fine) += P coarse (trilinear, cell-centred), in fluid cells only."""
+    nz, ny, nx = p.shape
+    ncz, ncy, ncx = coarse.shape
+    (kz, wz) = _parents(nz, fz, ncz)
+    (jy, wy) = _parents(ny, fy, ncy)
+    (ix, wx) = _parents(nx, fx, ncx)
+    acc = np.zeros(p.shape, F32)
+    for a in range(2):
+        for b in range(2):
+            for c in range(2):
+                weight = (wz[a][:, None, None] * wy[b][None, :, None]) * wx[c][None, None, :]
+                value = coarse[kz[a][:, None, None], jy[b][None, :, None], ix[c][None, None, :]]
+                acc = (acc + weight * value).astype(F32)
+    diag = diagonal(coef_x, coef_y, coef_z)
+    p[...] = np.where(diag > 0, p + acc, p).astype(F32)
+
+
+def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
+    """``pairs`` red-black SOR sweep pairs in place, colours first, 1 - first, first, ..."""
+    for _ in range(int(pairs)):
+        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, first_color)
+        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
+
+
+# --- conjugate-gradient vector kernels: scalars live in a float64 array on the backend --
+#: slots of the CG scalar array
+RZ, DQ, RR, RZ_NEXT, BB = 0, 1, 2, 3, 4
+SCALAR_SLOTS = 8
+
+
+def dot(a, b, scalars, slot):
+    """scalars[slot] = sum(a * b) accumulated in float64."""
+    scalars[slot] = np.dot(a.ravel().astype(np.float64), b.ravel().astype(np.float64))
+
+
+def cg_update(x, r, d, q, scalars):
+    """alpha = rz / dq (0 unless dq > 0); x += alpha d; r -= alpha q (alpha as float32)."""
+    dq = scalars[DQ]
+    alpha = F32(scalars[RZ] / dq) if dq > 0 else F32(0.0)
+    x += alpha * d
+    r -= alpha * q
+
+
+def cg_direction(d, z, scalars):
+    """beta = rz_next / rz (0 unless rz > 0); d = z + beta d; then rz = rz_next."""
+    rz = scalars[RZ]
+    beta = F32(scalars[RZ_NEXT] / rz) if rz > 0 else F32(0.0)
+    d[...] = z + beta * d
+    scalars[RZ] = scalars[RZ_NEXT]
+
+
+def capture(function):
+    """A callable that repeats ``function``'s kernel launches (the GPU build records them
+    once as a CUDA graph; here it is the function itself)."""
+    return function

@@ -1,0 +1,373 @@
+"""The wind solver: incompressible inviscid (Euler) flow on the MAC grid, density 1.
+
+One step: semi-Lagrangian self-advection with the boundary conditions (inflow sides,
+outflow sides, ground, lid, obstacles), divergence, pressure Poisson solve
+(multigrid-preconditioned CG to a relative tolerance, or the theses' fixed five
+red-black SOR sweeps), projection. See docs/wind_solver.md for the model and the
+numbers behind it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels.reference.rng import random_uniform
+from .errors import SnowInputError
+from .settings import SOR5_RELAXATION
+
+#: random_uniform streams of the gust keys (index = key number, counter = 0).
+GUST_SPEED_STREAM = 0x4757_0001
+GUST_DIRECTION_STREAM = 0x4757_0002
+
+#: Multigrid V-cycle: red-black Gauss-Seidel pairs before and after the coarse correction.
+SMOOTHING_PAIRS = 3
+#: An axis is halved on the next coarser level while it has at least this many cells.
+COARSEN_MIN_CELLS = 4
+
+F32 = np.float32
+
+
+@dataclass
+class WindStepInfo:
+    """What one wind step did (host values)."""
+
+    iterations: int
+    """Pressure iterations: CG iterations ("mgpcg") or 5 sweeps ("sor5")."""
+    relative_residual: float
+    """||b - A p|| / ||b|| of the pressure system when the solve stopped."""
+    converged: bool
+    """relative_residual <= pressure_tolerance."""
+    divergence_before: float
+    """max |div u| over fluid cells after advection, before projection (1/s)."""
+    divergence_after: float
+    """max |div u| over fluid cells after projection (1/s)."""
+    inflow: tuple
+    """(vx, vy) inflow wind (m/s), gusts included."""
+
+
+def base_wind(settings, time: float) -> tuple[float, float]:
+    """(speed m/s, heading degrees) before gusts: the keys when given, else the settings."""
+    keys = settings.wind_keys
+    if not keys:
+        return float(settings.wind_speed), float(settings.wind_direction)
+    times = [float(k[0]) for k in keys]
+    speed = float(np.interp(time, times, [float(k[1]) for k in keys]))
+    heading = float(np.interp(time, times, [float(k[2]) for k in keys]))
+    return speed, heading
+
+
+def inflow_at(settings, time: float) -> tuple[float, float]:
+    """Inflow wind (vx, vy) in m/s at ``time`` s with gusts: gust keys every gust_period
+    seconds, key n drawn with random_uniform(seed, n, 0, stream), linear in between:
+    speed * (1 + gust_strength * (2u - 1)), heading + gust_direction_jitter * (2u' - 1)."""
+    speed, heading = base_wind(settings, time)
+    t = max(float(time), 0.0) / float(settings.gust_period)
+    key = int(math.floor(t))
+    frac = t - key
+    keys = np.array([key, key + 1], dtype=np.uint64)
+    us = random_uniform(settings.seed, keys, 0, GUST_SPEED_STREAM).astype(np.float64)
+    ud = random_uniform(settings.seed, keys, 0, GUST_DIRECTION_STREAM).astype(np.float64)
+    factors = 1.0 + float(settings.gust_strength) * (2.0 * us - 1.0)
+    offsets = float(settings.gust_direction_jitter) * (2.0 * ud - 1.0)
+    speed *= (1.0 - frac) * factors[0] + frac * factors[1]
+    heading += (1.0 - frac) * offsets[0] + frac * offsets[1]
+    angle = math.radians(heading)
+    vx, vy = speed * math.cos(angle), speed * math.sin(angle)
+    # a heading along an axis gives exactly one inflow side, not a second one at 1e-16 m/s
+    if abs(vx) < 1e-7 * speed:
+        vx = 0.0
+    if abs(vy) < 1e-7 * speed:
+        vy = 0.0
+    return vx, vy
+
+
+def multigrid_levels(shape: tuple[int, int, int]) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
+    """[(cell shape (nz, ny, nx), factors (fz, fy, fx) to the next coarser level)]; the
+    last level's factors are (1, 1, 1). Each axis is halved (rounding up) while it has at
+    least COARSEN_MIN_CELLS cells."""
+    levels = []
+    while True:
+        factors = tuple(2 if n >= COARSEN_MIN_CELLS else 1 for n in shape)
+        if factors == (1, 1, 1):
+            levels.append((shape, factors))
+            return levels
+        levels.append((shape, factors))
+        shape = tuple((n + f - 1) // f for n, f in zip(shape, factors))
+
+
+def _dirichlet_scale(ratio: float) -> float:
+    """Coefficient multiplier of a Dirichlet side face on a level whose cells are ``ratio``
+    fine cells wide: the fine system has p = 0 at the ghost centre h/2 outside the side,
+    a coarse face with the plain coefficient would put it H/2 outside; scaling by
+    H / (H/2 + h/2) puts it back where the fine level has it."""
+    return 2.0 * ratio / (ratio + 1.0)
+
+
+def boundary_corrections(spacing, factors) -> tuple[float, float]:
+    """(x, y) multipliers of the Dirichlet side faces going from a level with cells
+    ``spacing`` (sz, sy, sx) fine cells wide to the next coarser one."""
+    _sz, sy, sx = spacing
+    _fz, fy, fx = factors
+    return (_dirichlet_scale(sx * fx) / _dirichlet_scale(sx),
+            _dirichlet_scale(sy * fy) / _dirichlet_scale(sy))
+
+
+def _face_shapes(shape):
+    nz, ny, nx = shape
+    return (nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)
+
+
+class _Level:
+    """Arrays of one multigrid level: face coefficients, right-hand side, solution, residual."""
+
+    def __init__(self, xp, shape, factors, spacing, rhs=None, solution=None):
+        self.shape = shape
+        self.factors = factors  # (fz, fy, fx)
+        self.spacing = spacing  # cell size in fine cells (sz, sy, sx)
+        # the finest level's coefficients are 0/1: stored as uint8, a quarter of the traffic
+        dtype = np.uint8 if spacing == (1, 1, 1) else F32
+        self.coef = tuple(xp.zeros(s, dtype) for s in _face_shapes(shape))
+        self.rhs = rhs if rhs is not None else xp.zeros(shape, F32)
+        self.solution = solution if solution is not None else xp.zeros(shape, F32)
+        self.residual = xp.zeros(shape, F32)
+
+
+class WindSolver:
+    """Wind on the MAC grid of ``grid``: u, v, w (m/s), kinematic pressure (m^2/s^2), solid mask."""
+
+    def __init__(self, settings, grid, backend):
+        settings.validate()
+        if min(grid.nx, grid.ny, grid.nz) < 2:
+            raise SnowInputError("wind_resolution", f"the wind grid {grid.nx}x{grid.ny}x{grid.nz}"
+                                 " needs at least 2 cells along each axis", "64")
+        self.settings = settings
+        self.grid = grid
+        self.backend = backend
+        self.xp = xp = backend.xp
+        self._wind = backend.kernel_module("wind")
+        self._pressure = backend.kernel_module("pressure")
+        shape = grid.shape
+        u_shape, v_shape, w_shape = _face_shapes(shape)
+        vx, vy = self.inflow(0.0)
+        self.u = xp.full(u_shape, vx, dtype=F32)
+        self.v = xp.full(v_shape, vy, dtype=F32)
+        self.w = xp.zeros(w_shape, F32)
+        self._next = (xp.zeros(u_shape, F32), xp.zeros(v_shape, F32), xp.zeros(w_shape, F32))
+        self.pressure = xp.zeros(shape, F32)
+        self.solid = xp.zeros(shape, np.uint8)
+        self._rhs = xp.zeros(shape, F32)
+        self._divergence = xp.zeros(shape, F32)
+        # CG vectors: residual, preconditioned residual, search direction, A * direction
+        self._r, self._z, self._d, self._q = (xp.zeros(shape, F32) for _ in range(4))
+        self.levels = []
+        spacing = (1, 1, 1)
+        for index, (level_shape, factors) in enumerate(multigrid_levels(shape)):
+            if index == 0:  # the V-cycle preconditions the CG residual into z
+                self.levels.append(_Level(xp, level_shape, factors, spacing, self._r, self._z))
+            else:
+                self.levels.append(_Level(xp, level_shape, factors, spacing))
+            spacing = tuple(s * f for s, f in zip(spacing, factors))
+        self._coefficients_for = None  # outflow sides the coefficients were built for
+        self._scalars = xp.zeros(self._pressure.SCALAR_SLOTS, np.float64)  # CG dot products
+        self._graphs = {}  # recorded launch sequences of the solve (see _replay)
+
+    # --- sizes -------------------------------------------------------------------------
+    @staticmethod
+    def estimate_bytes(settings, grid) -> int:
+        """Device bytes the solver allocates for ``grid``."""
+        total = 0
+        for index, (shape, _f) in enumerate(multigrid_levels(grid.shape)):
+            cells = shape[0] * shape[1] * shape[2]
+            faces = sum(a * b * c for a, b, c in _face_shapes(shape))
+            total += (1 if index == 0 else 4) * faces + 4 * cells * (1 if index == 0 else 3)
+        cells = grid.cell_count
+        faces = sum(a * b * c for a, b, c in _face_shapes(grid.shape))
+        # u, v, w and their advection buffers; pressure, rhs, divergence, 4 CG vectors; solid
+        # plus the CG scalars (float64)
+        return total + 4 * 2 * faces + 4 * 7 * cells + cells + 8 * 8
+
+    # --- inputs ------------------------------------------------------------------------
+    def inflow(self, time: float) -> tuple[float, float]:
+        """Inflow (vx, vy) m/s at ``time`` s, gusts included (host floats)."""
+        return inflow_at(self.settings, time)
+
+    def update_obstacles(self, height, snow_depth, heightmap) -> None:
+        """Mark cells whose centre lies below the bilinear height + snow depth (backend
+        arrays (ny, nx) float32 m on ``heightmap``, a HeightmapGrid) as solid."""
+        for name, array in (("height", height), ("snow_depth", snow_depth)):
+            if tuple(array.shape) != tuple(heightmap.shape):
+                raise SnowInputError(name, f"has shape {tuple(array.shape)} but the heightmap is"
+                                     f" {heightmap.shape}", "the cover's arrays")
+        height = self.backend.asarray(height, dtype=np.float32)  # no copy when already so
+        snow_depth = self.backend.asarray(snow_depth, dtype=np.float32)
+        g = self.grid
+        self._wind.solid_from_heightmap(height, snow_depth, float(heightmap.x0), float(heightmap.y0),
+                                        float(heightmap.spacing), float(g.x0), float(g.y0),
+                                        float(g.z0), float(g.cell_size), self.solid)
+        self._coefficients_for = None
+
+    # --- stepping ----------------------------------------------------------------------
+    def step(self, time: float, dt: float) -> WindStepInfo:
+        """Advance the wind by ``dt`` s at simulated ``time`` s."""
+        if not (math.isfinite(dt) and dt > 0):
+            raise SnowInputError("time_step", f"must be a positive number of seconds, got {dt!r}",
+                                 "1/24")
+        xp = self.xp
+        h = float(self.grid.cell_size)
+        vx, vy = self.inflow(time)
+        un, vn, wn = self._next
+        self._wind.advect_velocity(self.u, self.v, self.w, self.solid, vx, vy, h, dt, un, vn, wn)
+        self._next = (self.u, self.v, self.w)
+        self.u, self.v, self.w = un, vn, wn
+        self._ensure_coefficients(vx, vy)
+
+        # A p = -(h^2 / dt) div u  makes  u -= (dt / h) * grad_h p  divergence free
+        self._wind.divergence(self.u, self.v, self.w, self.solid, -h / dt, self._rhs)
+        before = xp.max(xp.abs(self._rhs))
+        if self.settings.pressure_solver == "sor5":
+            iterations, relative, converged = self._solve_sor5()
+        else:
+            iterations, relative, converged = self._solve_mgpcg()
+        cx, cy, cz = self.levels[0].coef
+        self._wind.project(self.u, self.v, self.w, self.pressure, cx, cy, cz, dt / h)
+        self._wind.divergence(self.u, self.v, self.w, self.solid, 1.0 / h, self._divergence)
+        after = xp.max(xp.abs(self._divergence))
+        return WindStepInfo(iterations=int(iterations), relative_residual=float(relative),
+                            converged=bool(converged),
+                            divergence_before=float(before) * dt / (h * h),
+                            divergence_after=float(after), inflow=(vx, vy))
+
+    def _ensure_coefficients(self, vx: float, vy: float) -> None:
+        """(Re)build the face coefficients of every level when the obstacles or the set of
+        outflow sides changed (the kernels decide inflow sides on the float32 values)."""
+        vx, vy = F32(vx), F32(vy)
+        outflow = (not vx > 0, not vx < 0, not vy > 0, not vy < 0)
+        if outflow == self._coefficients_for:
+            return
+        kp = self._pressure
+        fine = self.levels[0]
+        kp.face_coefficients(self.solid, *[int(o) for o in outflow], *fine.coef)
+        for level, coarse in zip(self.levels[:-1], self.levels[1:]):
+            fz, fy, fx = level.factors
+            kp.restrict_coefficients(*level.coef, fx, fy, fz,
+                                     *boundary_corrections(level.spacing, level.factors),
+                                     *coarse.coef)
+        self._coefficients_for = outflow
+
+    # --- pressure ----------------------------------------------------------------------
+    def _replay(self, name: str, function) -> None:
+        """Run ``function``. It launches the same kernels on the same buffers every time, so
+        after a first plain run it is recorded once (pressure.capture: a CUDA graph on the
+        GPU, the function itself elsewhere) and replayed: one launch instead of dozens."""
+        replay = self._graphs.get(name)
+        if replay is None:
+            function()
+            self._graphs[name] = self._pressure.capture(function)
+        else:
+            replay()
+
+    def _vcycle(self, index: int = 0) -> None:
+        """level.solution = V(level.rhs): one symmetric V-cycle from a zero guess
+        (red-black Gauss-Seidel: red-black pairs before, black-red pairs after)."""
+        kp = self._pressure
+        level = self.levels[index]
+        level.solution.fill(0)
+        if index == len(self.levels) - 1:
+            pairs = 2 * max(level.shape) + 4
+            kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 0, pairs)
+            kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 1, pairs)
+            return
+        kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 0, SMOOTHING_PAIRS)
+        kp.residual(level.solution, level.rhs, *level.coef, level.residual)
+        coarse = self.levels[index + 1]
+        fz, fy, fx = level.factors
+        kp.restrict_residual(level.residual, fx, fy, fz, coarse.rhs)
+        self._vcycle(index + 1)
+        kp.prolong_add(coarse.solution, *level.coef, fx, fy, fz, level.solution)
+        kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 1, SMOOTHING_PAIRS)
+
+    def _cg_advance(self) -> None:
+        """q = A d; alpha = rz / (d.q); x += alpha d; r -= alpha q; rr = r.r (on the device)."""
+        kp = self._pressure
+        kp.apply_operator(self._d, *self.levels[0].coef, self._q)
+        kp.dot(self._d, self._q, self._scalars, kp.DQ)
+        kp.cg_update(self.pressure, self._r, self._d, self._q, self._scalars)
+        kp.dot(self._r, self._r, self._scalars, kp.RR)
+
+    def _cg_direction(self) -> None:
+        """z = V(r); beta = (r.z)_new / (r.z); d = z + beta d (on the device)."""
+        kp = self._pressure
+        self._vcycle()
+        kp.dot(self._r, self._z, self._scalars, kp.RZ_NEXT)
+        kp.cg_direction(self._d, self._z, self._scalars)
+
+    def _solve_mgpcg(self):
+        """CG on A p = rhs preconditioned by one V-cycle, warm-started from the pressure.
+        One host read per iteration (r.r for the convergence check).
+        Returns (iterations, relative residual, converged)."""
+        kp = self._pressure
+        s = self._scalars
+        x, b, r = self.pressure, self._rhs, self._r
+        tolerance = float(self.settings.pressure_tolerance)
+        kp.residual(x, b, *self.levels[0].coef, r)
+        kp.dot(b, b, s, kp.BB)
+        kp.dot(r, r, s, kp.RR)
+        host = self.backend.to_host(s)
+        b_norm2, r_norm2 = float(host[kp.BB]), float(host[kp.RR])
+        if b_norm2 == 0.0:
+            x.fill(0)
+            return 0, 0.0, True
+        relative = math.sqrt(r_norm2 / b_norm2)
+        if relative <= tolerance:
+            return 0, relative, True
+        self._replay("vcycle", self._vcycle)
+        kp.dot(r, self._z, s, kp.RZ)
+        self._d[...] = self._z
+        iterations = 0
+        while iterations < self.settings.pressure_max_iterations:
+            self._replay("advance", self._cg_advance)
+            iterations += 1
+            relative = math.sqrt(max(float(s[kp.RR]), 0.0) / b_norm2)
+            if relative <= tolerance or iterations == self.settings.pressure_max_iterations:
+                break
+            self._replay("direction", self._cg_direction)
+        return iterations, relative, relative <= tolerance
+
+    def _solve_sor5(self):
+        """The theses' five red-black SOR sweeps (no convergence check)."""
+        kp = self._pressure
+        coef = self.levels[0].coef
+        for omega in SOR5_RELAXATION:
+            kp.redblack_sweep(self.pressure, self._rhs, *coef, float(omega), 0)
+            kp.redblack_sweep(self.pressure, self._rhs, *coef, float(omega), 1)
+        kp.residual(self.pressure, self._rhs, *coef, self._r)
+        kp.dot(self._rhs, self._rhs, self._scalars, kp.BB)
+        kp.dot(self._r, self._r, self._scalars, kp.RR)
+        host = self.backend.to_host(self._scalars)
+        b_norm2, r_norm2 = float(host[kp.BB]), float(host[kp.RR])
+        relative = math.sqrt(r_norm2 / b_norm2) if b_norm2 > 0 else 0.0
+        return len(SOR5_RELAXATION), relative, relative <= float(self.settings.pressure_tolerance)
+
+    # --- state -------------------------------------------------------------------------
+    _STATE_KEYS = ("u", "v", "w", "pressure", "solid")
+
+    def state_dict(self) -> dict:
+        """Host copies of everything a resumed run needs (the coefficients are rebuilt)."""
+        return {name: np.array(self.backend.to_host(getattr(self, name)), copy=True)
+                for name in self._STATE_KEYS}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name in self._STATE_KEYS:
+            if name not in state:
+                raise SnowInputError("state", f"has no wind array {name!r}", "a saved wind state")
+            current = getattr(self, name)
+            if tuple(np.shape(state[name])) != tuple(current.shape):
+                raise SnowInputError("state", f"wind array {name!r} has shape "
+                                     f"{tuple(np.shape(state[name]))}, expected {tuple(current.shape)}",
+                                     "a state saved from the same scene and settings")
+        for name in self._STATE_KEYS:
+            current = getattr(self, name)
+            current[...] = self.backend.asarray(state[name], dtype=current.dtype)
+        self._coefficients_for = None

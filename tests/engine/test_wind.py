@@ -1,0 +1,307 @@
+"""Wind solver: Numba kernels match the NumPy reference; projection really removes the
+divergence around obstacles; boundary conditions, gusts, solver reports and resume."""
+import math
+
+import numpy as np
+import pytest
+
+from snowfall.kernels.cpu import wind as cpu
+from snowfall.kernels.reference import pressure as ref_pressure
+from snowfall.kernels.reference import wind as ref
+from snowfall.snow_addon.backend import select_backend
+from snowfall.snow_addon.errors import SnowInputError
+from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
+from snowfall.snow_addon.settings import SnowSettings
+from snowfall.snow_addon.wind import WindSolver, inflow_at
+
+
+def _faces(shape, rng, scale=3.0):
+    nz, ny, nx = shape
+    return tuple((scale * rng.standard_normal(s)).astype(np.float32)
+                 for s in [(nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)])
+
+
+# --- kernels vs reference ------------------------------------------------------------
+
+@pytest.mark.parametrize("inflow", [(2.5, -1.0), (-3.0, 0.0), (0.0, 4.0), (0.0, 0.0), (1.0, 1.0)])
+def test_advect_velocity_matches_reference(inflow):
+    shape = (5, 6, 7)
+    rng = np.random.default_rng(11)
+    u, v, w = _faces(shape, rng)
+    solid = (rng.random(shape) < 0.15).astype(np.uint8)
+    expected = tuple(np.zeros_like(a) for a in (u, v, w))
+    actual = tuple(np.full_like(a, 99.0) for a in (u, v, w))
+    ref.advect_velocity(u, v, w, solid, *inflow, 0.7, 0.13, *expected)
+    cpu.advect_velocity(u, v, w, solid, *inflow, 0.7, 0.13, *actual)
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+    uo, vo, wo = expected
+    # faces touching solid cells carry no flow; ground and lid are closed
+    assert not uo[:, :, :-1][solid == 1].any() and not uo[:, :, 1:][solid == 1].any()
+    assert not vo[:, :-1, :][solid == 1].any() and not wo[1:][solid == 1].any()
+    assert not wo[0].any() and not wo[-1].any()
+
+
+def test_face_velocity_is_the_trilinear_wind_at_the_face():
+    from snowfall.kernels.reference.sampling import sample_wind
+    shape = (4, 5, 6)
+    rng = np.random.default_rng(14)
+    u, v, w = _faces(shape, rng)
+    h = 0.5
+    for face, (ox, oy, oz), field in [(ref.face_velocity_u, (0.0, 0.5, 0.5), u),
+                                      (ref.face_velocity_v, (0.5, 0.0, 0.5), v),
+                                      (ref.face_velocity_w, (0.5, 0.5, 0.0), w)]:
+        k, j, i = np.indices(field.shape).astype(np.float32)
+        expected = sample_wind(u, v, w, 0.0, 0.0, 0.0, h, (i + ox) * h, (j + oy) * h, (k + oz) * h)
+        for a, e in zip(face(u, v, w), expected):
+            np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+
+
+def test_advection_of_a_uniform_field_is_exact_and_of_a_shear_moves_it():
+    shape = (4, 5, 6)
+    u = np.full((4, 5, 7), 2.0, np.float32)
+    v = np.full((4, 6, 6), -1.0, np.float32)
+    w = np.zeros((5, 5, 6), np.float32)
+    solid = np.zeros(shape, np.uint8)
+    out = tuple(np.zeros_like(a) for a in (u, v, w))
+    cpu.advect_velocity(u, v, w, solid, 2.0, -1.0, 1.0, 0.3, *out)
+    np.testing.assert_allclose(out[0], 2.0, rtol=1e-6)
+    np.testing.assert_allclose(out[1], -1.0, rtol=1e-6)
+    np.testing.assert_array_equal(out[2], 0.0)
+    # a shear u(z) = z carried by w = 0.5 m/s upward: each face takes the value from
+    # dt * 0.5 m below it (interior faces, away from the clamped bottom)
+    k = np.arange(4, dtype=np.float32)[:, None, None]
+    u = np.broadcast_to((k + 0.5), (4, 5, 7)).astype(np.float32).copy()
+    v = np.zeros((4, 6, 6), np.float32)
+    w = np.full((5, 5, 6), 0.5, np.float32)
+    cpu.advect_velocity(u, v, w, solid, 0.0, 0.0, 1.0, 0.4, *out)
+    np.testing.assert_allclose(out[0][1:, 1:-1, 1:-1], u[1:, 1:-1, 1:-1] - 0.2, rtol=1e-5)
+
+
+def test_solid_from_heightmap_matches_reference_and_definition():
+    rng = np.random.default_rng(12)
+    hm = HeightmapGrid(-1.0, 2.0, 0.37, 13, 11)
+    height = (rng.random(hm.shape) * 3.0).astype(np.float32)
+    height[0, :3] = -1.0e30  # open nodes
+    snow = (rng.random(hm.shape) * 0.5).astype(np.float32)
+    shape = (6, 5, 7)
+    expected, actual = np.zeros(shape, np.uint8), np.full(shape, 7, np.uint8)
+    args = (height, snow, hm.x0, hm.y0, hm.spacing, -1.0, 2.0, -0.5, 0.6)
+    ref.solid_from_heightmap(*args, expected)
+    cpu.solid_from_heightmap(*args, actual)
+    np.testing.assert_array_equal(actual, expected)
+    assert 0 < expected.sum() < expected.size
+    # spot check the definition: centre below bilinear height + snow
+    from snowfall.kernels.reference.sampling import sample_bilinear
+    k, j, i = 2, 3, 4
+    x, y, z = -1.0 + (i + .5) * .6, 2.0 + (j + .5) * .6, -0.5 + (k + .5) * .6
+    ground = sample_bilinear(height, hm.x0, hm.y0, hm.spacing, x, y) + \
+        sample_bilinear(snow, hm.x0, hm.y0, hm.spacing, x, y)
+    assert expected[k, j, i] == (z < ground)
+
+
+def test_divergence_and_project_match_reference():
+    shape = (5, 6, 7)
+    rng = np.random.default_rng(13)
+    u, v, w = _faces(shape, rng)
+    solid = (rng.random(shape) < 0.15).astype(np.uint8)
+    expected, actual = np.zeros(shape, np.float32), np.ones(shape, np.float32)
+    ref.divergence(u, v, w, solid, -2.5, expected)
+    cpu.divergence(u, v, w, solid, -2.5, actual)
+    np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6)
+    assert not expected[solid == 1].any()
+
+    nz, ny, nx = shape
+    coef = (np.zeros((nz, ny, nx + 1), np.float32), np.zeros((nz, ny + 1, nx), np.float32),
+            np.zeros((nz + 1, ny, nx), np.float32))
+    ref_pressure.face_coefficients(solid, 1, 0, 1, 1, *coef)
+    p = rng.standard_normal(shape).astype(np.float32)
+    e = tuple(a.copy() for a in (u, v, w))
+    ref.project(*e, p, *coef, 0.4)
+    for dtype in (np.float32, np.uint8):  # the solver stores the finest level as uint8
+        a = tuple(x.copy() for x in (u, v, w))
+        cpu.project(*a, p, *(c.astype(dtype) for c in coef), 0.4)
+        for x, y in zip(a, e):
+            np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
+    # faces with coefficient 0 (walls, solids, inflow sides) are untouched
+    for x, orig, c in zip(e, (u, v, w), coef):
+        np.testing.assert_array_equal(x[c == 0], orig[c == 0])
+
+
+# --- the solver ------------------------------------------------------------------------
+
+def _box_scene(n=16, nz=12, backend="cpu", **changes):
+    """A box on a plane, wind from one side (toward +X, a little toward +Y)."""
+    values = dict(wind_speed=5.0, wind_direction=15.0, gust_strength=0.2, gust_period=0.5,
+                  gust_direction_jitter=5.0, seed=3)
+    values.update(changes)
+    settings = SnowSettings(**values)
+    h = 1.0
+    grid = WindGrid(0.0, 0.0, -1.0, h, n, n, nz)
+    hm = HeightmapGrid(0.0, 0.0, 0.5, 2 * n + 1, 2 * n + 1)
+    y, x = np.mgrid[0:hm.ny, 0:hm.nx] * hm.spacing
+    height = np.zeros(hm.shape, np.float32)
+    height[(abs(x - 0.4 * n) < 0.15 * n) & (abs(y - 0.5 * n) < 0.2 * n)] = 0.45 * nz
+    b = select_backend(backend)
+    solver = WindSolver(settings, grid, b)
+    solver.update_obstacles(b.asarray(height), b.asarray(np.zeros_like(height)), hm)
+    return solver
+
+
+def _faces_touching_solid(solver):
+    solid = np.asarray(solver.backend.to_host(solver.solid)).astype(bool)
+    u, v, w = (np.asarray(solver.backend.to_host(a)) for a in (solver.u, solver.v, solver.w))
+    return np.concatenate([u[:, :, :-1][solid], u[:, :, 1:][solid], v[:, :-1, :][solid],
+                           v[:, 1:, :][solid], w[:-1][solid], w[1:][solid]])
+
+
+def test_projection_removes_divergence_around_obstacles():
+    solver = _box_scene(pressure_tolerance=1e-5)
+    assert solver.solid.sum() > 0
+    for step in range(4):
+        info = solver.step(step / 24.0, 1.0 / 24.0)
+        assert info.converged and info.relative_residual <= 1e-5
+        assert 0 < info.iterations <= 30
+        # a box in a 5 m/s wind: O(1) 1/s divergence after advection, cut by orders of magnitude
+        assert info.divergence_before > 0.1
+        assert info.divergence_after < 1e-3 * info.divergence_before
+        assert info.divergence_after < 1e-3
+    assert not _faces_touching_solid(solver).any()
+    # the flow goes around and over the box: some vertical and sideways motion appears
+    assert np.abs(solver.w).max() > 0.5
+
+
+def test_iteration_cap_reports_how_far_it_got():
+    solver = _box_scene(pressure_tolerance=1e-8, pressure_max_iterations=2)
+    info = solver.step(0.0, 1.0 / 24.0)
+    assert info.iterations == 2 and not info.converged
+    assert 1e-8 < info.relative_residual < 1.0
+    # the reported residual is the system's true residual
+    kp = solver._pressure
+    r = np.zeros_like(solver.pressure)
+    kp.residual(solver.pressure, solver._rhs, *solver.levels[0].coef, r)
+    true = np.linalg.norm(r) / np.linalg.norm(solver._rhs)
+    assert info.relative_residual == pytest.approx(true, rel=1e-2)
+    assert info.divergence_after < info.divergence_before
+
+
+def test_sor5_runs_five_sweeps_and_reports_what_it_reached():
+    solver = _box_scene(pressure_solver="sor5", pressure_tolerance=1e-6)
+    info = solver.step(0.0, 1.0 / 24.0)
+    assert info.iterations == 5
+    assert 0.0 < info.relative_residual < 1.0 and not info.converged
+    assert info.divergence_after < info.divergence_before
+    # the MG-PCG solve of the same step goes far further
+    better = _box_scene(pressure_tolerance=1e-6).step(0.0, 1.0 / 24.0)
+    assert better.divergence_after < 1e-2 * info.divergence_after
+
+
+def test_mgpcg_iterations_do_not_grow_with_grid_size():
+    counts = []
+    for n in (16, 32):
+        solver = _box_scene(n=n, nz=n, pressure_tolerance=1e-6, gust_strength=0.0,
+                            gust_direction_jitter=0.0)
+        solver.pressure[...] = 0
+        counts.append(solver.step(0.0, 1.0 / 24.0).iterations)
+    assert counts[0] >= 3
+    assert abs(counts[1] - counts[0]) <= 2, counts
+
+
+def test_uniform_inflow_over_flat_ground_stays_uniform():
+    settings = SnowSettings(wind_speed=4.0, wind_direction=30.0, gust_strength=0.0,
+                            gust_direction_jitter=0.0)
+    grid = WindGrid(0.0, 0.0, 0.0, 1.0, 12, 10, 8)
+    hm = HeightmapGrid(0.0, 0.0, 1.0, 13, 11)
+    b = select_backend("cpu")
+    solver = WindSolver(settings, grid, b)
+    ground = np.full(hm.shape, 1.2, np.float32)  # the bottom layer of cells is solid
+    solver.update_obstacles(ground, np.zeros_like(ground), hm)
+    assert solver.solid[0].all() and not solver.solid[1:].any()
+    vx, vy = 4.0 * math.cos(math.radians(30)), 4.0 * math.sin(math.radians(30))
+    for step in range(5):
+        info = solver.step(step / 24.0, 1.0 / 24.0)
+        assert info.inflow == pytest.approx((vx, vy))
+    np.testing.assert_allclose(solver.u[1:], vx, rtol=1e-4)
+    np.testing.assert_allclose(solver.v[1:], vy, rtol=1e-4)
+    np.testing.assert_allclose(solver.w[2:], 0.0, atol=1e-4)
+    assert info.divergence_after < 1e-4
+
+
+def test_zero_wind_stays_still():
+    solver = _box_scene(wind_speed=0.0)
+    info = solver.step(0.0, 1.0 / 24.0)
+    assert info.inflow == (0.0, 0.0) and info.converged
+    assert not np.abs(solver.u).any() and not np.abs(solver.v).any() and not np.abs(solver.w).any()
+
+
+def test_gusts_are_deterministic_and_bounded():
+    settings = SnowSettings(wind_speed=6.0, wind_direction=40.0, gust_strength=0.3, gust_period=1.5,
+                            gust_direction_jitter=12.0, seed=9)
+    times = np.linspace(0.0, 60.0, 481)
+    first = np.array([inflow_at(settings, t) for t in times])
+    again = np.array([inflow_at(settings, t) for t in times])
+    np.testing.assert_array_equal(first, again)
+    speed = np.hypot(first[:, 0], first[:, 1])
+    heading = np.degrees(np.arctan2(first[:, 1], first[:, 0]))
+    assert speed.min() >= 6.0 * 0.7 - 1e-9 and speed.max() <= 6.0 * 1.3 + 1e-9
+    assert np.all(np.abs(heading - 40.0) <= 12.0 + 1e-9)
+    assert speed.std() > 0.05 * 6.0  # gusts really vary the speed
+    # continuous in time (linear between keys), and a different seed gives other gusts
+    assert np.abs(np.diff(speed)).max() < 6.0 * 0.6 * (times[1] / 1.5) + 1e-6
+    other = np.array([inflow_at(settings.replace(seed=10), t) for t in times])
+    assert not np.allclose(first, other)
+
+
+def test_wind_keys_replace_speed_and_direction():
+    settings = SnowSettings(wind_keys=((0.0, 2.0, 0.0), (10.0, 6.0, 90.0)), gust_strength=0.0,
+                            gust_direction_jitter=0.0)
+    assert inflow_at(settings, 5.0) == pytest.approx((4.0 * math.cos(math.radians(45)),
+                                                      4.0 * math.sin(math.radians(45))))
+    assert inflow_at(settings, 50.0) == pytest.approx((0.0, 6.0), abs=1e-12)
+
+
+def test_state_dict_round_trip_reproduces_later_steps_bit_for_bit():
+    dt = 1.0 / 24.0
+    solver = _box_scene()
+    for step in range(2):
+        solver.step(step * dt, dt)
+    state = solver.state_dict()
+    assert set(state) >= {"u", "v", "w", "pressure", "solid"}
+    assert all(isinstance(a, np.ndarray) for a in state.values())
+    reference = [solver.step((2 + s) * dt, dt) for s in range(3)]
+    expected = solver.state_dict()
+
+    resumed = _box_scene()
+    resumed.step(5.0, dt)  # a different history, overwritten by the state
+    resumed.load_state_dict(state)
+    replay = [resumed.step((2 + s) * dt, dt) for s in range(3)]
+    for a, b in zip(replay, reference):
+        assert a == b
+    for name, array in resumed.state_dict().items():
+        np.testing.assert_array_equal(array, expected[name])
+
+
+def test_bad_input_is_rejected():
+    solver = _box_scene()
+    with pytest.raises(SnowInputError):
+        solver.step(0.0, 0.0)
+    hm = HeightmapGrid(0.0, 0.0, 0.5, 5, 5)
+    with pytest.raises(SnowInputError):
+        solver.update_obstacles(np.zeros((4, 4), np.float32), np.zeros((5, 5), np.float32), hm)
+    with pytest.raises(SnowInputError):
+        solver.load_state_dict({"u": np.zeros(3)})
+
+
+def test_estimate_bytes_covers_the_allocation():
+    settings = SnowSettings()
+    grid = WindGrid(0.0, 0.0, 0.0, 1.0, 20, 14, 9)
+    solver = WindSolver(settings, grid, select_backend("cpu"))
+    arrays = [solver.u, solver.v, solver.w, solver.pressure, solver.solid, solver._rhs,
+              solver._divergence, solver._r, solver._z, solver._d, solver._q, *solver._next,
+              solver._scalars]
+    for level in solver.levels:
+        arrays += [*level.coef, level.residual]
+        if level is not solver.levels[0]:
+            arrays += [level.rhs, level.solution]
+    allocated = sum(a.nbytes for a in {id(a): a for a in arrays}.values())
+    assert WindSolver.estimate_bytes(settings, grid) == allocated
