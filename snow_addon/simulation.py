@@ -272,6 +272,7 @@ class Simulation:
                 np.savez(handle, **self.state_dict())
                 handle.flush()
                 os.fsync(handle.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is an ordinary file
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):

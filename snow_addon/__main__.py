@@ -1,0 +1,6 @@
+"""``python -m snowfall.snow_addon ...``: the command line (see cli.py)."""
+import sys
+
+from .cli import main
+
+sys.exit(main())
