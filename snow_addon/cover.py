@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError
 from .grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
 
@@ -93,6 +94,7 @@ class SnowCover:
         self.flux_x = xp.zeros((hm.ny, hm.nx - 1), dtype=xp.float32)
         self.flux_y = xp.zeros((hm.ny - 1, hm.nx), dtype=xp.float32)
         self.hit_total = xp.zeros(1, dtype=xp.int64)
+        self.timer = StageTimer(backend)  # the Simulation shares its own when profiling
 
     @staticmethod
     def estimate_bytes(settings, heightmap_grid: HeightmapGrid) -> int:
@@ -102,11 +104,13 @@ class SnowCover:
         """Deposit this step's hits over their footprints, zero the counts, then one
         redistribution pass (the fraction is per step, as in the theses; ``dt`` unused)."""
         k = self.kernels
-        k.deposit_hits(self.hit_counts, self.deposit_scale, self.has_surface, self.snow_depth,
-                       self.hit_total)
-        self.hit_counts.fill(0)
+        with self.timer.stage("cover.deposit"):
+            k.deposit_hits(self.hit_counts, self.deposit_scale, self.has_surface, self.snow_depth,
+                           self.hit_total)
+            self.hit_counts.fill(0)
         if self.settings.redistribution_fraction > 0.0:
-            self.redistribute()
+            with self.timer.stage("cover.redistribute"):
+                self.redistribute()
 
     def redistribute(self) -> None:
         """One pass of pairwise, mass-conserving redistribution toward the repose slope."""

@@ -132,6 +132,7 @@ class Simulation:
 
         self.timer = StageTimer(self.backend, enabled=profile)
         self.cover = SnowCover(settings, self.heightmap, self.grid, self.backend)
+        self.cover.timer = self.timer
         self.wind = WindSolver(settings, self.grid, self.backend)
         self.wind.update_obstacles(self.cover.height, self.cover.snow_depth, self.heightmap.grid)
         self.flakes: FlakeSystem | None = None
