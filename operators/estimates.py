@@ -108,11 +108,4 @@ class SNOWFALL_OT_measure(bpy.types.Operator):
 CLASSES = (SNOWFALL_OT_measure,)
 
 
-def register():
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
-
-
-def unregister():
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

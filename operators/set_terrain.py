@@ -113,11 +113,4 @@ class SNOWFALL_OT_set_terrain(bpy.types.Operator):
 CLASSES = (SNOWFALL_OT_set_terrain,)
 
 
-def register():
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
-
-
-def unregister():
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

@@ -374,11 +374,4 @@ class SNOWFALL_OT_wind_to_object(bpy.types.Operator):
 CLASSES = (SNOWFALL_OT_preview_wind, SNOWFALL_OT_wind_to_object)
 
 
-def register():
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
-
-
-def unregister():
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

@@ -154,11 +154,4 @@ class VIEW3D_PT_snowfall(bpy.types.Panel):
 CLASSES = (PHYSICS_PT_snowfall, VIEW3D_PT_snowfall)
 
 
-def register():
-    for cls in CLASSES:
-        bpy.utils.register_class(cls)
-
-
-def unregister():
-    for cls in reversed(CLASSES):
-        bpy.utils.unregister_class(cls)
+register, unregister = bpy.utils.register_classes_factory(CLASSES)

@@ -8,14 +8,11 @@ import numpy as np
 from .rng import random_uniform
 from .sampling import sample_bilinear, sample_wind
 
-CONSTANT_COUNTER = 0xFFFFFFFF
-STREAM_TERMINAL_SPEED, STREAM_RADIUS, STREAM_OMEGA, STREAM_OMEGA_SIGN = 0, 1, 2, 3
-STREAM_X, STREAM_Y, STREAM_Z, STREAM_PHASE = 4, 5, 6, 7
-OMEGA_MIN = np.float32(np.pi / 4.0)
-OMEGA_MAX = np.float32(np.pi / 3.0)
-TWO_PI = np.float32(2.0 * np.pi)
-OPEN_LIMIT = np.float32(-1.0e29)
-SPAWN_MARGIN = np.float32(0.01)
+# One home for the random streams and constants: the reference build defines them.
+from ..reference.flakes import (CONSTANT_COUNTER, OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT,
+                                SPAWN_MARGIN, STREAM_OMEGA, STREAM_OMEGA_SIGN, STREAM_PHASE,
+                                STREAM_RADIUS, STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y,
+                                STREAM_Z, TWO_PI)
 
 
 @numba.njit(inline="always", cache=True)
