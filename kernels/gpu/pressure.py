@@ -131,60 +131,95 @@ __global__ void restrict_coefficients(const C* __restrict__ cx, const C* __restr
     }
 }
 
+// 3D launches: grid (ceil(nx / bx), ceil(ny / by), nz), block (bx, by): no index division.
+// 32-bit indices (the launchers refuse arrays of 2^31 elements or more).
+#define CELL3                                                             \
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;                  \
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;                  \
+    const int k = blockIdx.z;                                             \
+    if (i >= nx || j >= ny) return;                                       \
+    const int t = (k * ny + j) * nx + i;
+
+// diagonal and neighbour sum of cell (k, j, i) = t: one range check per neighbour; the
+// same arithmetic, in the same order, as diag_at / nbsum_at
+template <typename C>
+__device__ __forceinline__ void stencil(const float* __restrict__ p, const C* __restrict__ cx,
+                                        const C* __restrict__ cy, const C* __restrict__ cz,
+                                        int k, int j, int i, int t, int nx, int ny, int nz,
+                                        float &diag, float &nb) {
+    const int nxy = nx * ny;
+    const int fx = t + k * ny + j;          // CX(k, j, i)
+    const int fy = t + k * nx;              // CY(k, j, i)
+    const float cw = (float)__ldg(cx + fx), ce = (float)__ldg(cx + fx + 1);
+    const float cs = (float)__ldg(cy + fy), cn = (float)__ldg(cy + fy + nx);
+    const float cd = (float)__ldg(cz + t), cu = (float)__ldg(cz + t + nxy);
+    const float pw = i > 0 ? __ldg(p + t - 1) : 0.0f, pe = i < nx - 1 ? __ldg(p + t + 1) : 0.0f;
+    const float ps = j > 0 ? __ldg(p + t - nx) : 0.0f, pn = j < ny - 1 ? __ldg(p + t + nx) : 0.0f;
+    const float pd = k > 0 ? __ldg(p + t - nxy) : 0.0f, pu = k < nz - 1 ? __ldg(p + t + nxy) : 0.0f;
+    diag = ((cw + ce) + (cs + cn)) + (cd + cu);
+    nb = ((cw * pw + ce * pe) + (cs * ps + cn * pn)) + (cd * pd + cu * pu);
+}
+
 template <typename C>
 __global__ void apply_operator(const float* __restrict__ p, const C* __restrict__ cx,
-                                          const C* __restrict__ cy, const C* __restrict__ cz,
-                                          float* __restrict__ out, int nx, int ny, int nz) {
-    CELL_INDEX
-    float d = diag_at(cx, cy, cz, k, j, i, nx, ny);
-    out[t] = d > 0.0f ? d * p[t] - nbsum_at(p, cx, cy, cz, k, j, i, nx, ny, nz) : 0.0f;
+                               const C* __restrict__ cy, const C* __restrict__ cz,
+                               float* __restrict__ out, int nx, int ny, int nz) {
+    CELL3
+    float d, nb;
+    stencil(p, cx, cy, cz, k, j, i, t, nx, ny, nz, d, nb);
+    out[t] = d > 0.0f ? d * p[t] - nb : 0.0f;
 }
 
 template <typename C>
 __global__ void residual(const float* __restrict__ p, const float* __restrict__ b,
-                                    const C* __restrict__ cx, const C* __restrict__ cy,
-                                    const C* __restrict__ cz, float* __restrict__ out,
-                                    int nx, int ny, int nz) {
-    CELL_INDEX
-    float d = diag_at(cx, cy, cz, k, j, i, nx, ny);
-    out[t] = d > 0.0f ? b[t] - (d * p[t] - nbsum_at(p, cx, cy, cz, k, j, i, nx, ny, nz)) : 0.0f;
+                         const C* __restrict__ cx, const C* __restrict__ cy,
+                         const C* __restrict__ cz, float* __restrict__ out,
+                         int nx, int ny, int nz) {
+    CELL3
+    float d, nb;
+    stencil(p, cx, cy, cz, k, j, i, t, nx, ny, nz, d, nb);
+    out[t] = d > 0.0f ? b[t] - (d * p[t] - nb) : 0.0f;
 }
 
 template <typename C>
 __global__ void jacobi_sweep(const float* __restrict__ p, const float* __restrict__ b,
-                                        const C* __restrict__ cx, const C* __restrict__ cy,
-                                        const C* __restrict__ cz, float om,
-                                        float* __restrict__ out, int nx, int ny, int nz) {
-    CELL_INDEX
-    float d = diag_at(cx, cy, cz, k, j, i, nx, ny);
-    if (d > 0.0f) {
-        float nb = nbsum_at(p, cx, cy, cz, k, j, i, nx, ny, nz);
-        out[t] = p[t] + om * ((b[t] + nb) / d - p[t]);
-    } else {
-        out[t] = 0.0f;
-    }
+                             const C* __restrict__ cx, const C* __restrict__ cy,
+                             const C* __restrict__ cz, float om,
+                             float* __restrict__ out, int nx, int ny, int nz) {
+    CELL3
+    float d, nb;
+    stencil(p, cx, cy, cz, k, j, i, t, nx, ny, nz, d, nb);
+    out[t] = d > 0.0f ? p[t] + om * ((b[t] + nb) / d - p[t]) : 0.0f;
 }
 
-// one thread per cell of the colour: i = 2 * ih + ((k + j + color) & 1)
+// one thread per cell of the colour: i = 2 * ih + ((k + j + color) & 1); the grid's x
+// covers ih < (nx + 1) / 2. p is read and written: no __ldg on it.
 template <typename C>
 __global__ void redblack_sweep(float* __restrict__ p, const float* __restrict__ b,
-                                          const C* __restrict__ cx, const C* __restrict__ cy,
-                                          const C* __restrict__ cz, float om, int color,
-                                          int nx, int ny, int nz) {
-    int nh = (nx + 1) / 2;
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (long long)nz * ny * nh) return;
-    int ih = (int)(t % nh); long long r = t / nh;
-    int j = (int)(r % ny); int k = (int)(r / ny);
-    int i = 2 * ih + ((k + j + color) & 1);
-    if (i >= nx) return;
-    long long c = IDX(k, j, i);
-    float d = diag_at(cx, cy, cz, k, j, i, nx, ny);
+                               const C* __restrict__ cx, const C* __restrict__ cy,
+                               const C* __restrict__ cz, float om, int color,
+                               int nx, int ny, int nz) {
+    const int ih = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int k = blockIdx.z;
+    const int i = 2 * ih + ((k + j + color) & 1);
+    if (i >= nx || j >= ny) return;
+    const int t = (k * ny + j) * nx + i;
+    const int nxy = nx * ny;
+    const int fx = t + k * ny + j, fy = t + k * nx;
+    const float cw = (float)__ldg(cx + fx), ce = (float)__ldg(cx + fx + 1);
+    const float cs = (float)__ldg(cy + fy), cn = (float)__ldg(cy + fy + nx);
+    const float cd = (float)__ldg(cz + t), cu = (float)__ldg(cz + t + nxy);
+    const float d = ((cw + ce) + (cs + cn)) + (cd + cu);
     if (d > 0.0f) {
-        float nb = nbsum_at(p, cx, cy, cz, k, j, i, nx, ny, nz);
-        p[c] = p[c] + om * ((b[c] + nb) / d - p[c]);
+        const float pw = i > 0 ? p[t - 1] : 0.0f, pe = i < nx - 1 ? p[t + 1] : 0.0f;
+        const float ps = j > 0 ? p[t - nx] : 0.0f, pn = j < ny - 1 ? p[t + nx] : 0.0f;
+        const float pd = k > 0 ? p[t - nxy] : 0.0f, pu = k < nz - 1 ? p[t + nxy] : 0.0f;
+        const float nb = ((cw * pw + ce * pe) + (cs * ps + cn * pn)) + (cd * pd + cu * pu);
+        const float pc = p[t];
+        p[t] = pc + om * ((__ldg(b + t) + nb) / d - pc);
     } else {
-        p[c] = 0.0f;
+        p[t] = 0.0f;
     }
 }
 
@@ -201,10 +236,10 @@ __device__ __forceinline__ float axis_weight(int fine, int coarse, int f, int n_
 extern "C" __global__ void restrict_residual(const float* __restrict__ r, int fx, int fy, int fz,
                                              float* __restrict__ out, int nx, int ny, int nz,
                                              int ncx, int ncy, int ncz) {
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (long long)ncz * ncy * ncx) return;
-    int I = (int)(t % ncx); long long q = t / ncx;
-    int J = (int)(q % ncy); int K = (int)(q / ncy);
+    const int I = blockIdx.x * blockDim.x + threadIdx.x;
+    const int J = blockIdx.y * blockDim.y + threadIdx.y;
+    const int K = blockIdx.z;
+    if (I >= ncx || J >= ncy) return;
     int loz = fz == 2 ? -1 : 0, hiz = fz == 2 ? 3 : 1;
     int loy = fy == 2 ? -1 : 0, hiy = fy == 2 ? 3 : 1;
     int lox = fx == 2 ? -1 : 0, hix = fx == 2 ? 3 : 1;
@@ -217,15 +252,16 @@ extern "C" __global__ void restrict_residual(const float* __restrict__ r, int fx
             int j = fy * J + dj;
             float wy = (j >= 0 && j < ny) ? axis_weight(j, J, fy, ncy) : 0.0f;
             int jc = min(max(j, 0), ny - 1);
+            const float* row = r + (kc * ny + jc) * nx;
             for (int di = lox; di < hix; ++di) {
                 int i = fx * I + di;
                 float wx = (i >= 0 && i < nx) ? axis_weight(i, I, fx, ncx) : 0.0f;
                 int ic = min(max(i, 0), nx - 1);
-                acc = acc + ((wz * wy) * wx) * r[IDX(kc, jc, ic)];
+                acc = acc + ((wz * wy) * wx) * __ldg(row + ic);
             }
         }
     }
-    out[t] = acc;
+    out[(K * ncy + J) * ncx + I] = acc;
 }
 
 __device__ __forceinline__ int parent_of(int i, int f, int n_coarse, int which, float &weight) {
@@ -239,10 +275,10 @@ __device__ __forceinline__ int parent_of(int i, int f, int n_coarse, int which, 
 
 template <typename C>
 __global__ void prolong_add(const float* __restrict__ coarse, const C* __restrict__ cx,
-                                       const C* __restrict__ cy, const C* __restrict__ cz,
-                                       int fx, int fy, int fz, float* __restrict__ p,
-                                       int nx, int ny, int nz, int ncx, int ncy, int ncz) {
-    CELL_INDEX
+                            const C* __restrict__ cy, const C* __restrict__ cz,
+                            int fx, int fy, int fz, float* __restrict__ p,
+                            int nx, int ny, int nz, int ncx, int ncy, int ncz) {
+    CELL3
     if (!(diag_at(cx, cy, cz, k, j, i, nx, ny) > 0.0f)) return;
     float acc = 0.0f;
     for (int a = 0; a < 2; ++a) {
@@ -251,7 +287,7 @@ __global__ void prolong_add(const float* __restrict__ coarse, const C* __restric
             float wy; int J = parent_of(j, fy, ncy, b, wy);
             for (int c = 0; c < 2; ++c) {
                 float wx; int I = parent_of(i, fx, ncx, c, wx);
-                acc = acc + ((wz * wy) * wx) * coarse[((long long)K * ncy + J) * ncx + I];
+                acc = acc + ((wz * wy) * wx) * __ldg(coarse + (K * ncy + J) * ncx + I);
             }
         }
     }
@@ -261,15 +297,15 @@ __global__ void prolong_add(const float* __restrict__ coarse, const C* __restric
 // all sweeps of redblack_pairs in ONE block (small levels): __syncthreads between colours
 template <typename C>
 __global__ void redblack_pairs_block(float* __restrict__ p, const float* __restrict__ b,
-                                                const C* __restrict__ cx, const C* __restrict__ cy,
-                                                const C* __restrict__ cz, float om, int first,
-                                                int pairs, int nx, int ny, int nz) {
-    const long long n = (long long)nz * ny * nx;
+                                     const C* __restrict__ cx, const C* __restrict__ cy,
+                                     const C* __restrict__ cz, float om, int first,
+                                     int pairs, int nx, int ny, int nz) {
+    const int n = nz * ny * nx;
     for (int s = 0; s < 2 * pairs; ++s) {
         int color = (first + s) & 1;
-        for (long long t = threadIdx.x; t < n; t += blockDim.x) {
-            int i = (int)(t % nx); long long r = t / nx;
-            int j = (int)(r % ny); int k = (int)(r / ny);
+        for (int t = threadIdx.x; t < n; t += blockDim.x) {
+            int i = t % nx; int r = t / nx;
+            int j = r % ny; int k = r / ny;
             if (((i + j + k) & 1) != color) continue;
             float d = diag_at(cx, cy, cz, k, j, i, nx, ny);
             if (d > 0.0f) {
@@ -382,33 +418,44 @@ def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, bounda
         _i(ncxp - 1), _i(ncy), _i(ncz)))
 
 
+def _tiles(nx, ny, nz):
+    """(grid, block) of a 3D launch over nx x ny x nz threads: x fastest, one z slice per
+    block, blocks of 128 threads (x tiles of 32, 64 or 128)."""
+    if (nz + 1) * (ny + 1) * (nx + 2) >= 2 ** 31 or ny > 65535 or nz > 65535:
+        raise ValueError(f"grid {nx}x{ny}x{nz} is too large for the 32-bit pressure kernels")
+    bx = 32 if nx <= 32 else (64 if nx <= 64 else 128)
+    by = 128 // bx
+    return ((nx + bx - 1) // bx, (ny + by - 1) // by, nz), (bx, by, 1)
+
+
 def _cells(p):
     nz, ny, nx = p.shape
-    return _blocks(nz * ny * nx), (_i(nx), _i(ny), _i(nz))
+    return _tiles(nx, ny, nz), (_i(nx), _i(ny), _i(nz))
 
 
 def apply_operator(p, coef_x, coef_y, coef_z, out):
     """out = A p (0 in solid cells)."""
-    blocks, dims = _cells(p)
-    _kernel("apply_operator", coef_x)(blocks, (_BLOCK,), (p, coef_x, coef_y, coef_z, out, *dims))
+    (grid, block), dims = _cells(p)
+    _kernel("apply_operator", coef_x)(grid, block, (p, coef_x, coef_y, coef_z, out, *dims))
 
 
 def residual(p, b, coef_x, coef_y, coef_z, out):
     """out = b - A p (0 in solid cells)."""
-    blocks, dims = _cells(p)
-    _kernel("residual", coef_x)(blocks, (_BLOCK,), (p, b, coef_x, coef_y, coef_z, out, *dims))
+    (grid, block), dims = _cells(p)
+    _kernel("residual", coef_x)(grid, block, (p, b, coef_x, coef_y, coef_z, out, *dims))
 
 
 def jacobi_sweep(p, b, coef_x, coef_y, coef_z, omega, out):
     """One damped Jacobi sweep: out = p + omega * ((b + neighbour sum) / diag - p)."""
-    blocks, dims = _cells(p)
-    _kernel("jacobi_sweep", coef_x)(blocks, (_BLOCK,), (p, b, coef_x, coef_y, coef_z, _f(omega), out, *dims))
+    (grid, block), dims = _cells(p)
+    _kernel("jacobi_sweep", coef_x)(grid, block, (p, b, coef_x, coef_y, coef_z, _f(omega), out, *dims))
 
 
 def redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, color):
     """Half a red-black SOR sweep in place on cells with (i + j + k) % 2 == color."""
     nz, ny, nx = p.shape
-    _kernel("redblack_sweep", coef_x)(_blocks(nz * ny * ((nx + 1) // 2)), (_BLOCK,), (
+    grid, block = _tiles((nx + 1) // 2, ny, nz)
+    _kernel("redblack_sweep", coef_x)(grid, block, (
         p, b, coef_x, coef_y, coef_z, _f(omega), _i(color), _i(nx), _i(ny), _i(nz)))
 
 
@@ -416,7 +463,8 @@ def restrict_residual(r, fx, fy, fz, out):
     """out (coarse) = P^T r."""
     nz, ny, nx = r.shape
     ncz, ncy, ncx = out.shape
-    _kernel("restrict_residual")(_blocks(ncz * ncy * ncx), (_BLOCK,), (
+    grid, block = _tiles(ncx, ncy, ncz)
+    _kernel("restrict_residual")(grid, block, (
         r, _i(fx), _i(fy), _i(fz), out, _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
 
 
@@ -424,7 +472,8 @@ def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
     """p (fine) += P coarse (trilinear, cell-centred), in fluid cells only."""
     nz, ny, nx = p.shape
     ncz, ncy, ncx = coarse.shape
-    _kernel("prolong_add", coef_x)(_blocks(nz * ny * nx), (_BLOCK,), (
+    grid, block = _tiles(nx, ny, nz)
+    _kernel("prolong_add", coef_x)(grid, block, (
         coarse, coef_x, coef_y, coef_z, _i(fx), _i(fy), _i(fz), p,
         _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
 

@@ -19,7 +19,85 @@ __device__ __forceinline__ float quarter(float a, float b, float c, float d) {
     return 0.25f * ((a + b) + (c + d));
 }
 
-#define SOLID(k, j, i) (solid[((long long)(k) * ny + (j)) * nx + (i)] != 0)
+#define SOLID(k, j, i) (solid[((k) * ny + (j)) * nx + (i)] != 0)
+
+// The face kernels run one thread per (i, j, k) of an (nx + 1) x (ny + 1) x (nz + 1) 3D
+// launch (x fastest, one z slice per block) and handle the u, v and w faces with those
+// indices that exist: no index division, coalesced rows in all three arrays. 32-bit
+// indices (the launchers refuse grids of 2^31 faces or more).
+#define FACE3                                                             \
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;                  \
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;                  \
+    const int k = blockIdx.z;                                             \
+    if (i > nx || j > ny) return;
+
+__device__ __forceinline__ float advect_u(const float* __restrict__ u, const float* __restrict__ v,
+                                         const float* __restrict__ w,
+                                         const unsigned char* __restrict__ solid,
+                                         float vx, float vy, float h, float dt,
+                                         int i, int j, int k, int nx, int ny, int nz) {
+    float val;
+    if (i == 0 && vx > 0.0f) val = vx;
+    else if (i == nx && vx < 0.0f) val = vx;
+    else {
+        int src = i == 0 ? 1 : (i == nx ? nx - 1 : i);
+        int il = max(src - 1, 0), ir = min(src, nx - 1);
+        int v0 = (k * (ny + 1) + j) * nx, v1 = v0 + nx;
+        int w0 = (k * ny + j) * nx, w1 = w0 + ny * nx;
+        float fy = quarter(__ldg(v + v0 + il), __ldg(v + v0 + ir), __ldg(v + v1 + il), __ldg(v + v1 + ir));
+        float fz = quarter(__ldg(w + w0 + il), __ldg(w + w0 + ir), __ldg(w + w1 + il), __ldg(w + w1 + ir));
+        float fx = __ldg(u + (k * ny + j) * (nx + 1) + src);
+        float y = ((float)j + 0.5f) * h, z = ((float)k + 0.5f) * h;
+        val = advected(u, nx + 1, ny, nz, (float)src * h, y, z, fx, fy, fz, h, dt, 0.0f, 0.5f, 0.5f);
+        if ((j == 0 && vy > 0.0f) || (j == ny - 1 && vy < 0.0f)) val = vx;
+    }
+    if ((i > 0 && SOLID(k, j, i - 1)) || (i < nx && SOLID(k, j, i))) val = 0.0f;
+    return val;
+}
+
+__device__ __forceinline__ float advect_v(const float* __restrict__ u, const float* __restrict__ v,
+                                         const float* __restrict__ w,
+                                         const unsigned char* __restrict__ solid,
+                                         float vx, float vy, float h, float dt,
+                                         int i, int j, int k, int nx, int ny, int nz) {
+    float val;
+    if (j == 0 && vy > 0.0f) val = vy;
+    else if (j == ny && vy < 0.0f) val = vy;
+    else {
+        int src = j == 0 ? 1 : (j == ny ? ny - 1 : j);
+        int jl = max(src - 1, 0), jr = min(src, ny - 1);
+        int ul = (k * ny + jl) * (nx + 1) + i, ur = (k * ny + jr) * (nx + 1) + i;
+        int wl = (k * ny + jl) * nx + i, wr = (k * ny + jr) * nx + i;
+        const int wk = ny * nx;
+        float fx = quarter(__ldg(u + ul), __ldg(u + ul + 1), __ldg(u + ur), __ldg(u + ur + 1));
+        float fz = quarter(__ldg(w + wl), __ldg(w + wr), __ldg(w + wl + wk), __ldg(w + wr + wk));
+        float fy = __ldg(v + (k * (ny + 1) + src) * nx + i);
+        float x = ((float)i + 0.5f) * h, z = ((float)k + 0.5f) * h;
+        val = advected(v, nx, ny + 1, nz, x, (float)src * h, z, fx, fy, fz, h, dt, 0.5f, 0.0f, 0.5f);
+        if ((i == 0 && vx > 0.0f) || (i == nx - 1 && vx < 0.0f)) val = vy;
+    }
+    if ((j > 0 && SOLID(k, j - 1, i)) || (j < ny && SOLID(k, j, i))) val = 0.0f;
+    return val;
+}
+
+__device__ __forceinline__ float advect_w(const float* __restrict__ u, const float* __restrict__ v,
+                                         const float* __restrict__ w,
+                                         const unsigned char* __restrict__ solid,
+                                         float vx, float vy, float h, float dt,
+                                         int i, int j, int k, int nx, int ny, int nz) {
+    if (k == 0 || k == nz) return 0.0f;
+    if ((i == 0 && vx > 0.0f) || (i == nx - 1 && vx < 0.0f) ||
+        (j == 0 && vy > 0.0f) || (j == ny - 1 && vy < 0.0f)) return 0.0f;
+    if (SOLID(k - 1, j, i) || SOLID(k, j, i)) return 0.0f;
+    // 0 < k < nz here: the cells below and above exist
+    int ul = ((k - 1) * ny + j) * (nx + 1) + i, ur = ul + ny * (nx + 1);
+    int vl = ((k - 1) * (ny + 1) + j) * nx + i, vr = vl + (ny + 1) * nx;
+    float fx = quarter(__ldg(u + ul), __ldg(u + ul + 1), __ldg(u + ur), __ldg(u + ur + 1));
+    float fy = quarter(__ldg(v + vl), __ldg(v + vl + nx), __ldg(v + vr), __ldg(v + vr + nx));
+    float fz = __ldg(w + (k * ny + j) * nx + i);
+    float x = ((float)i + 0.5f) * h, y = ((float)j + 0.5f) * h, z = (float)k * h;
+    return advected(w, nx, ny, nz + 1, x, y, z, fx, fy, fz, h, dt, 0.5f, 0.5f, 0.0f);
+}
 
 extern "C" __global__ void advect_velocity(const float* __restrict__ u, const float* __restrict__ v,
                                            const float* __restrict__ w,
@@ -27,133 +105,59 @@ extern "C" __global__ void advect_velocity(const float* __restrict__ u, const fl
                                            float vx, float vy, float h, float dt,
                                            float* __restrict__ uo, float* __restrict__ vo,
                                            float* __restrict__ wo, int nx, int ny, int nz) {
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long nu = (long long)nz * ny * (nx + 1);
-    const long long nv = (long long)nz * (ny + 1) * nx;
-    const long long nw = (long long)(nz + 1) * ny * nx;
-    if (t < nu) {
-        int i = (int)(t % (nx + 1)); long long r = t / (nx + 1);
-        int j = (int)(r % ny); int k = (int)(r / ny);
-        float val;
-        if (i == 0 && vx > 0.0f) val = vx;
-        else if (i == nx && vx < 0.0f) val = vx;
-        else {
-            int src = i == 0 ? 1 : (i == nx ? nx - 1 : i);
-            int il = max(src - 1, 0), ir = min(src, nx - 1);
-            long long v0 = ((long long)k * (ny + 1) + j) * nx, v1 = v0 + nx;
-            long long w0 = ((long long)k * ny + j) * nx, w1 = w0 + (long long)ny * nx;
-            float fy = quarter(__ldg(v + v0 + il), __ldg(v + v0 + ir), __ldg(v + v1 + il), __ldg(v + v1 + ir));
-            float fz = quarter(__ldg(w + w0 + il), __ldg(w + w0 + ir), __ldg(w + w1 + il), __ldg(w + w1 + ir));
-            float fx = __ldg(u + t - i + src);
-            float y = ((float)j + 0.5f) * h, z = ((float)k + 0.5f) * h;
-            val = advected(u, nx + 1, ny, nz, (float)src * h, y, z, fx, fy, fz, h, dt, 0.0f, 0.5f, 0.5f);
-            if ((j == 0 && vy > 0.0f) || (j == ny - 1 && vy < 0.0f)) val = vx;
-        }
-        if ((i > 0 && SOLID(k, j, i - 1)) || (i < nx && SOLID(k, j, i))) val = 0.0f;
-        uo[t] = val;
-        return;
-    }
-    t -= nu;
-    if (t < nv) {
-        int i = (int)(t % nx); long long r = t / nx;
-        int j = (int)(r % (ny + 1)); int k = (int)(r / (ny + 1));
-        float val;
-        if (j == 0 && vy > 0.0f) val = vy;
-        else if (j == ny && vy < 0.0f) val = vy;
-        else {
-            int src = j == 0 ? 1 : (j == ny ? ny - 1 : j);
-            int jl = max(src - 1, 0), jr = min(src, ny - 1);
-            long long ul = ((long long)k * ny + jl) * (nx + 1) + i, ur = ((long long)k * ny + jr) * (nx + 1) + i;
-            long long wl = ((long long)k * ny + jl) * nx + i, wr = ((long long)k * ny + jr) * nx + i;
-            const long long wk = (long long)ny * nx;
-            float fx = quarter(__ldg(u + ul), __ldg(u + ul + 1), __ldg(u + ur), __ldg(u + ur + 1));
-            float fz = quarter(__ldg(w + wl), __ldg(w + wr), __ldg(w + wl + wk), __ldg(w + wr + wk));
-            float fy = __ldg(v + ((long long)k * (ny + 1) + src) * nx + i);
-            float x = ((float)i + 0.5f) * h, z = ((float)k + 0.5f) * h;
-            val = advected(v, nx, ny + 1, nz, x, (float)src * h, z, fx, fy, fz, h, dt, 0.5f, 0.0f, 0.5f);
-            if ((i == 0 && vx > 0.0f) || (i == nx - 1 && vx < 0.0f)) val = vy;
-        }
-        if ((j > 0 && SOLID(k, j - 1, i)) || (j < ny && SOLID(k, j, i))) val = 0.0f;
-        vo[t] = val;
-        return;
-    }
-    t -= nv;
-    if (t < nw) {
-        int i = (int)(t % nx); long long r = t / nx;
-        int j = (int)(r % ny); int k = (int)(r / ny);
-        float val;
-        if (k == 0 || k == nz) val = 0.0f;
-        else if ((i == 0 && vx > 0.0f) || (i == nx - 1 && vx < 0.0f) ||
-                 (j == 0 && vy > 0.0f) || (j == ny - 1 && vy < 0.0f)) val = 0.0f;
-        else if (SOLID(k - 1, j, i) || SOLID(k, j, i)) val = 0.0f;
-        else {
-            // 0 < k < nz here: the cells below and above exist
-            long long ul = ((long long)(k - 1) * ny + j) * (nx + 1) + i, ur = ul + (long long)ny * (nx + 1);
-            long long vl = ((long long)(k - 1) * (ny + 1) + j) * nx + i, vr = vl + (long long)(ny + 1) * nx;
-            float fx = quarter(__ldg(u + ul), __ldg(u + ul + 1), __ldg(u + ur), __ldg(u + ur + 1));
-            float fy = quarter(__ldg(v + vl), __ldg(v + vl + nx), __ldg(v + vr), __ldg(v + vr + nx));
-            float fz = __ldg(w + t);
-            float x = ((float)i + 0.5f) * h, y = ((float)j + 0.5f) * h, z = (float)k * h;
-            val = advected(w, nx, ny, nz + 1, x, y, z, fx, fy, fz, h, dt, 0.5f, 0.5f, 0.0f);
-        }
-        wo[t] = val;
-    }
+    FACE3
+    if (j < ny && k < nz)
+        uo[(k * ny + j) * (nx + 1) + i] = advect_u(u, v, w, solid, vx, vy, h, dt, i, j, k, nx, ny, nz);
+    if (i < nx && k < nz)
+        vo[(k * (ny + 1) + j) * nx + i] = advect_v(u, v, w, solid, vx, vy, h, dt, i, j, k, nx, ny, nz);
+    if (i < nx && j < ny)
+        wo[(k * ny + j) * nx + i] = advect_w(u, v, w, solid, vx, vy, h, dt, i, j, k, nx, ny, nz);
 }
 
 extern "C" __global__ void divergence(const float* __restrict__ u, const float* __restrict__ v,
                                       const float* __restrict__ w,
                                       const unsigned char* __restrict__ solid, float s,
                                       float* __restrict__ out, int nx, int ny, int nz) {
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (long long)nz * ny * nx) return;
-    int i = (int)(t % nx); long long r = t / nx;
-    int j = (int)(r % ny); int k = (int)(r / ny);
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int k = blockIdx.z;
+    if (i >= nx || j >= ny) return;
+    const int t = (k * ny + j) * nx + i;
     if (solid[t] != 0) { out[t] = 0.0f; return; }
-    long long fu = ((long long)k * ny + j) * (nx + 1) + i;
-    long long fv = ((long long)k * (ny + 1) + j) * nx + i;
-    float flux = ((u[fu + 1] - u[fu]) + (v[fv + nx] - v[fv])) + (w[t + (long long)ny * nx] - w[t]);
+    const int fu = t + k * ny + j;   // (k, j, i) in u
+    const int fv = t + k * nx;       // (k, j, i) in v
+    float flux = ((__ldg(u + fu + 1) - __ldg(u + fu)) + (__ldg(v + fv + nx) - __ldg(v + fv)))
+               + (__ldg(w + t + ny * nx) - __ldg(w + t));
     out[t] = s * flux;
 }
 
-__device__ __forceinline__ float pget(const float* __restrict__ p, int k, int j, int i,
-                                      int nx, int ny, int nz) {
-    if (k < 0 || k >= nz || j < 0 || j >= ny || i < 0 || i >= nx) return 0.0f;
-    return p[((long long)k * ny + j) * nx + i];
-}
+// p at cell (k, j, i) = t, 0 outside the grid
+#define PAT(cond, t) ((cond) ? __ldg(p + (t)) : 0.0f)
 
 template <typename C>
 __global__ void project(float* __restrict__ u, float* __restrict__ v, float* __restrict__ w,
                         const float* __restrict__ p, const C* __restrict__ cx,
                         const C* __restrict__ cy, const C* __restrict__ cz,
-                                   float s, int nx, int ny, int nz) {
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long nu = (long long)nz * ny * (nx + 1);
-    const long long nv = (long long)nz * (ny + 1) * nx;
-    const long long nw = (long long)(nz + 1) * ny * nx;
-    if (t < nu) {
-        int i = (int)(t % (nx + 1)); long long r = t / (nx + 1);
-        int j = (int)(r % ny); int k = (int)(r / ny);
-        float c = (float)cx[t];
+                        float s, int nx, int ny, int nz) {
+    FACE3
+    const int t = (k * ny + j) * nx + i;  // cell (k, j, i); may lie outside the grid
+    const bool in = i < nx && j < ny && k < nz;
+    if (j < ny && k < nz) {
+        const int f = t + k * ny + j;
+        float c = (float)cx[f];
         if (c != 0.0f)
-            u[t] = u[t] - (s * c) * (pget(p, k, j, i, nx, ny, nz) - pget(p, k, j, i - 1, nx, ny, nz));
-        return;
+            u[f] = u[f] - (s * c) * (PAT(in, t) - PAT(i > 0, t - 1));
     }
-    t -= nu;
-    if (t < nv) {
-        int i = (int)(t % nx); long long r = t / nx;
-        int j = (int)(r % (ny + 1)); int k = (int)(r / (ny + 1));
-        float c = (float)cy[t];
+    if (i < nx && k < nz) {
+        const int f = t + k * nx;
+        float c = (float)cy[f];
         if (c != 0.0f)
-            v[t] = v[t] - (s * c) * (pget(p, k, j, i, nx, ny, nz) - pget(p, k, j - 1, i, nx, ny, nz));
-        return;
+            v[f] = v[f] - (s * c) * (PAT(in, t) - PAT(j > 0, t - nx));
     }
-    t -= nv;
-    if (t < nw) {
-        int i = (int)(t % nx); long long r = t / nx;
-        int j = (int)(r % ny); int k = (int)(r / ny);
+    if (i < nx && j < ny) {
         float c = (float)cz[t];
         if (c != 0.0f)
-            w[t] = w[t] - (s * c) * (pget(p, k, j, i, nx, ny, nz) - pget(p, k - 1, j, i, nx, ny, nz));
+            w[t] = w[t] - (s * c) * (PAT(in, t) - PAT(k > 0, t - nx * ny));
     }
 }
 
@@ -195,8 +199,14 @@ def _blocks(count):
     return ((int(count) + _BLOCK - 1) // _BLOCK,)
 
 
-def _face_count(nx, ny, nz):
-    return nz * ny * (nx + 1) + nz * (ny + 1) * nx + (nz + 1) * ny * nx
+def _tiles(nx, ny, nz):
+    """(grid, block) of a 3D launch over nx x ny x nz threads: x fastest, one z slice per
+    block, blocks of 128 threads (x tiles of 32, 64 or 128)."""
+    if (nz + 1) * (ny + 1) * (nx + 2) >= 2 ** 31 or ny > 65535 or nz > 65535:
+        raise ValueError(f"grid {nx}x{ny}x{nz} is too large for the 32-bit wind kernels")
+    bx = 32 if nx <= 32 else (64 if nx <= 64 else 128)
+    by = 128 // bx
+    return ((nx + bx - 1) // bx, (ny + by - 1) // by, nz), (bx, by, 1)
 
 
 def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid):
@@ -213,7 +223,8 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_
     """Semi-Lagrangian self-advection over dt (s) plus the boundary conditions (one launch)."""
     nz, ny, nx = solid.shape
     f = np.float32
-    _kernel("advect_velocity")(_blocks(_face_count(nx, ny, nz)), (_BLOCK,), (
+    grid, block = _tiles(nx + 1, ny + 1, nz + 1)
+    _kernel("advect_velocity")(grid, block, (
         u, v, w, solid, f(inflow_x), f(inflow_y), f(cell_size), f(dt), u_out, v_out, w_out,
         np.int32(nx), np.int32(ny), np.int32(nz)))
 
@@ -221,13 +232,15 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_
 def divergence(u, v, w, solid, scale, out):
     """out = scale * net outflow of face velocities per fluid cell, 0 in solid cells."""
     nz, ny, nx = solid.shape
-    _kernel("divergence")(_blocks(nz * ny * nx), (_BLOCK,), (
+    grid, block = _tiles(nx, ny, nz)
+    _kernel("divergence")(grid, block, (
         u, v, w, solid, np.float32(scale), out, np.int32(nx), np.int32(ny), np.int32(nz)))
 
 
 def project(u, v, w, pressure, coef_x, coef_y, coef_z, scale):
     """Subtract scale * coefficient * pressure difference across each face, in place."""
     nz, ny, nx = pressure.shape
-    _kernel("project", coef_x)(_blocks(_face_count(nx, ny, nz)), (_BLOCK,), (
+    grid, block = _tiles(nx + 1, ny + 1, nz + 1)
+    _kernel("project", coef_x)(grid, block, (
         u, v, w, pressure, coef_x, coef_y, coef_z, np.float32(scale),
         np.int32(nx), np.int32(ny), np.int32(nz)))

@@ -15,6 +15,8 @@ from snowfall.kernels.reference import wind as ref_wind
 pytestmark = pytest.mark.gpu
 
 SHAPE = (5, 7, 9)
+# the second shape spans several 3D launch tiles along x and partial tiles along y
+SHAPES = [SHAPE, (3, 37, 70)]
 
 
 @pytest.fixture
@@ -41,11 +43,12 @@ def _close(device, expected, xp, tol=1e-5):
 
 
 @pytest.mark.parametrize("inflow", [(2.5, -1.0), (-3.0, 0.0), (0.0, 0.0)])
-def test_cuda_advection_matches_reference(kernels, inflow):
+@pytest.mark.parametrize("shape", SHAPES)
+def test_cuda_advection_matches_reference(kernels, inflow, shape):
     gw, _gp, xp = kernels
     rng = np.random.default_rng(21)
-    u, v, w = _faces(SHAPE, rng)
-    solid = (rng.random(SHAPE) < 0.15).astype(np.uint8)
+    u, v, w = _faces(shape, rng)
+    solid = (rng.random(shape) < 0.15).astype(np.uint8)
     expected = tuple(np.zeros_like(a) for a in (u, v, w))
     ref_wind.advect_velocity(u, v, w, solid, *inflow, 0.7, 0.13, *expected)
     out = tuple(xp.full(a.shape, 99.0, xp.float32) for a in (u, v, w))
@@ -54,19 +57,20 @@ def test_cuda_advection_matches_reference(kernels, inflow):
         _close(a, e, xp)
 
 
-def test_cuda_divergence_project_and_solid_match_reference(kernels):
+@pytest.mark.parametrize("shape", SHAPES)
+def test_cuda_divergence_project_and_solid_match_reference(kernels, shape):
     gw, _gp, xp = kernels
     rng = np.random.default_rng(22)
-    u, v, w = _faces(SHAPE, rng)
-    solid = (rng.random(SHAPE) < 0.15).astype(np.uint8)
-    expected = np.zeros(SHAPE, np.float32)
+    u, v, w = _faces(shape, rng)
+    solid = (rng.random(shape) < 0.15).astype(np.uint8)
+    expected = np.zeros(shape, np.float32)
     ref_wind.divergence(u, v, w, solid, -2.5, expected)
-    out = xp.ones(SHAPE, xp.float32)
+    out = xp.ones(shape, xp.float32)
     gw.divergence(xp.asarray(u), xp.asarray(v), xp.asarray(w), xp.asarray(solid), -2.5, out)
     _close(out, expected, xp)
 
-    coef = _coef(SHAPE, solid, (1, 0, 1, 1))
-    p = rng.standard_normal(SHAPE).astype(np.float32)
+    coef = _coef(shape, solid, (1, 0, 1, 1))
+    p = rng.standard_normal(shape).astype(np.float32)
     e = tuple(a.copy() for a in (u, v, w))
     ref_wind.project(*e, p, *coef, 0.4)
     for dtype in (np.float32, np.uint8):
@@ -81,29 +85,30 @@ def test_cuda_divergence_project_and_solid_match_reference(kernels):
     height[0, :3] = -1.0e30
     snow = (rng.random(hm.shape) * 0.5).astype(np.float32)
     args = (hm.x0, hm.y0, hm.spacing, -1.0, 2.0, -0.5, 0.6)
-    expected = np.zeros(SHAPE, np.uint8)
+    expected = np.zeros(shape, np.uint8)
     ref_wind.solid_from_heightmap(height, snow, *args, expected)
-    out = xp.full(SHAPE, 7, xp.uint8)
+    out = xp.full(shape, 7, xp.uint8)
     gw.solid_from_heightmap(xp.asarray(height), xp.asarray(snow), *args, out)
     np.testing.assert_array_equal(xp.asnumpy(out), expected)
 
 
 @pytest.mark.parametrize("coef_dtype", [np.float32, np.uint8])  # uint8: the finest level
-def test_cuda_pressure_kernels_match_reference(kernels, coef_dtype):
+@pytest.mark.parametrize("shape", SHAPES)
+def test_cuda_pressure_kernels_match_reference(kernels, coef_dtype, shape):
     _gw, gp, xp = kernels
     rng = np.random.default_rng(23)
-    solid = (rng.random(SHAPE) < 0.2).astype(np.uint8)
+    solid = (rng.random(shape) < 0.2).astype(np.uint8)
     flags = (1, 0, 0, 1)
-    coef = _coef(SHAPE, solid, flags)
+    coef = _coef(shape, solid, flags)
     dcoef = tuple(xp.zeros(c.shape, coef_dtype) for c in coef)
     gp.face_coefficients(xp.asarray(solid), *flags, *dcoef)
     for a, e in zip(dcoef, coef):
         np.testing.assert_array_equal(xp.asnumpy(a), e)
-    p = rng.standard_normal(SHAPE).astype(np.float32)
-    b = rng.standard_normal(SHAPE).astype(np.float32)
+    p = rng.standard_normal(shape).astype(np.float32)
+    b = rng.standard_normal(shape).astype(np.float32)
     dp, db = xp.asarray(p), xp.asarray(b)
 
-    e, d = np.zeros(SHAPE, np.float32), xp.ones(SHAPE, xp.float32)
+    e, d = np.zeros(shape, np.float32), xp.ones(shape, xp.float32)
     ref_pressure.apply_operator(p, *coef, e)
     gp.apply_operator(dp, *dcoef, d)
     _close(d, e, xp)
@@ -122,7 +127,7 @@ def test_cuda_pressure_kernels_match_reference(kernels, coef_dtype):
 
     for factors in [(2, 2, 2), (1, 2, 2), (2, 2, 1)]:
         fz, fy, fx = factors
-        coarse = tuple((n + f - 1) // f for n, f in zip(SHAPE, factors))
+        coarse = tuple((n + f - 1) // f for n, f in zip(shape, factors))
         ncz, ncy, ncx = coarse
         shapes = [(ncz, ncy, ncx + 1), (ncz, ncy + 1, ncx), (ncz + 1, ncy, ncx)]
         expected = tuple(np.zeros(s, np.float32) for s in shapes)

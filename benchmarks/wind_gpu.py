@@ -1,0 +1,178 @@
+"""GPU wind timing: copy bandwidth, per-kernel times and bandwidth fractions, whole wind
+step (default mgpcg, tolerance 1e-4, warm start), MG-PCG from zero vs 25 Jacobi sweeps.
+
+Run from the repository root with the package importable as ``snowfall``:
+    python3 benchmarks/wind_gpu.py [--pairs 3,2] [--baseline DIR] [--sizes 256x256x32,128x128x32]
+        [--json out.json]
+``--baseline DIR`` also times kernel modules loaded from DIR/gpu_wind.py and
+DIR/gpu_pressure.py (copies of older kernels/gpu/{wind,pressure}.py) for before/after.
+Times are CUDA-event medians; a whole step includes its host reads of the CG scalars.
+"""
+import argparse
+import importlib.util
+import json
+import os
+
+import cupy as cp
+import numpy as np
+
+import snowfall.kernels.gpu.common  # noqa: F401  (parent package of --baseline modules)
+import snowfall.snow_addon.wind as wind_module
+from snowfall.snow_addon.backend import select_backend
+from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
+from snowfall.snow_addon.settings import SnowSettings
+from snowfall.snow_addon.wind import WindSolver
+
+
+def timed(fn, reps=50, warm=5):
+    """Median seconds of fn() over reps runs (CUDA events)."""
+    for _ in range(warm):
+        fn()
+    cp.cuda.get_current_stream().synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)
+    return float(np.median(times))
+
+
+def load_modules(directory):
+    """(wind, pressure) kernel modules from older copies, importable as siblings of the
+    current ones (their relative import of .common resolves)."""
+    modules = []
+    for name in ("gpu_wind", "gpu_pressure"):
+        spec = importlib.util.spec_from_file_location(f"snowfall.kernels.gpu._baseline_{name}",
+                                                      os.path.join(directory, f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules.append(module)
+    return modules
+
+
+def scene(nx, ny, nz, solver="mgpcg", tol=1e-4, modules=None):
+    """Hills plus a tall box, wind 8 m/s at 25 degrees, 1 m cells."""
+    settings = SnowSettings(wind_speed=8.0, wind_direction=25.0, pressure_solver=solver,
+                            pressure_tolerance=tol, pressure_max_iterations=100)
+    grid = WindGrid(0.0, 0.0, 0.0, 1.0, nx, ny, nz)
+    hm = HeightmapGrid(0.0, 0.0, 0.5, 2 * nx + 1, 2 * ny + 1)
+    y, x = np.mgrid[0:hm.ny, 0:hm.nx] * hm.spacing
+    height = (0.25 * nz * (0.5 + 0.5 * np.sin(x / nx * 6.0) * np.cos(y / ny * 5.0)) + 1.5).astype(np.float32)
+    height[(abs(x - 0.4 * nx) < 0.05 * nx) & (abs(y - 0.5 * ny) < 0.08 * ny)] = 0.6 * nz
+    ws = WindSolver(settings, grid, select_backend("gpu"))
+    if modules is not None:
+        ws._wind, ws._pressure = modules
+    ws.update_obstacles(cp.asarray(height), cp.zeros(hm.shape, cp.float32), hm)
+    return ws
+
+
+def measure(shape, copy_bw, modules=None, kernels=True):
+    nz, ny, nx = shape
+    ws = scene(nx, ny, nz, modules=modules)
+    cells = nx * ny * nz
+    faces = nz * ny * (nx + 1) + nz * (ny + 1) * nx + (nz + 1) * ny * nx
+    dt = 1.0 / 24.0
+    step = [0]
+    infos = []
+
+    def one():
+        infos.append(ws.step(step[0] * dt, dt))
+        step[0] += 1
+    for _ in range(20):
+        one()
+    t_step = timed(one, reps=60, warm=0)
+    its = [i.iterations for i in infos[20:]]
+    r = {"step_ms": t_step * 1e3, "iterations_median": float(np.median(its)),
+         "iterations_max": int(max(its)), "div_after": infos[-1].divergence_after,
+         "rel_res": infos[-1].relative_residual, "levels": len(ws.levels)}
+    r["vcycle_ms"] = timed(lambda: ws._replay("vcycle", ws._vcycle), reps=20) * 1e3
+    r["cg_advance_ms"] = timed(lambda: ws._replay("advance", ws._cg_advance), reps=20) * 1e3
+    r["cg_direction_ms"] = timed(lambda: ws._replay("direction", ws._cg_direction), reps=20) * 1e3
+    if kernels:
+        kw, kp = ws._wind, ws._pressure
+        un, vn, wn = ws._next
+        vx, vy = ws.inflow(0.0)
+        t = timed(lambda: kw.advect_velocity(ws.u, ws.v, ws.w, ws.solid, vx, vy, 1.0, dt, un, vn, wn))
+        r["advect_ms"], r["advect_frac"] = t * 1e3, (2 * faces * 4 + cells) / t / copy_bw
+        cx, cy, cz = ws.levels[0].coef
+        t = timed(lambda: kw.project(ws.u, ws.v, ws.w, ws.pressure, cx, cy, cz, 0.0))
+        r["project_ms"], r["project_frac"] = t * 1e3, (3 * faces * 4 + cells * 4) / t / copy_bw
+        t = timed(lambda: kw.divergence(ws.u, ws.v, ws.w, ws.solid, 1.0, ws._divergence))
+        r["divergence_ms"], r["divergence_frac"] = t * 1e3, (faces * 4 + cells * 5) / t / copy_bw
+        p, q, b = ws._d, ws._q, ws._rhs
+        sweep_bytes = 3 * cells * 4 + faces
+        t = timed(lambda: kp.jacobi_sweep(p, b, cx, cy, cz, 0.8, q))
+        r["jacobi_ms"], r["jacobi_frac"] = t * 1e3, sweep_bytes / t / copy_bw
+        t = timed(lambda: (kp.redblack_sweep(p, b, cx, cy, cz, 1.0, 0),
+                           kp.redblack_sweep(p, b, cx, cy, cz, 1.0, 1)))
+        r["redblack_pair_ms"], r["redblack_pair_frac"] = t * 1e3, sweep_bytes / t / copy_bw
+        t = timed(lambda: kp.residual(p, b, cx, cy, cz, q))
+        r["residual_ms"] = t * 1e3
+        saved = ws.pressure.copy()
+
+        def cold():
+            ws.pressure.fill(0)
+            cold.out = ws._solve_mgpcg()
+        r["mgpcg_cold_ms"] = timed(cold, reps=10, warm=2) * 1e3
+        r["mgpcg_cold_iterations"] = cold.out[0]
+
+        def jacobi25():
+            for _ in range(13):
+                kp.jacobi_sweep(p, b, cx, cy, cz, 0.8, q)
+                kp.jacobi_sweep(q, b, cx, cy, cz, 0.8, p)
+        r["jacobi25_ms"] = timed(jacobi25, reps=10) * 1e3 * 25 / 26
+        ws.pressure[...] = saved
+    return r
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", default=str(wind_module.SMOOTHING_PAIRS))
+    parser.add_argument("--baseline", default=None)
+    parser.add_argument("--sizes", default="256x256x32,128x128x32")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    results = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
+    src = cp.zeros(64 * 1024 * 1024, cp.float32)
+    dst = cp.empty_like(src)
+    t = timed(lambda: dst.__setitem__(Ellipsis, src))
+    copy_bw = 2 * src.nbytes / t
+    results["copy_GBps"] = copy_bw / 1e9
+    print(results["device"], f"device-to-device copy: {copy_bw / 1e9:.0f} GB/s", flush=True)
+    del src, dst
+    default_pairs = wind_module.SMOOTHING_PAIRS
+    variants = []
+    if args.baseline:
+        variants.append(("baseline", default_pairs, load_modules(args.baseline)))
+    for pairs in [int(p) for p in args.pairs.split(",")]:
+        variants.append(("current", pairs, None))
+    for size in args.sizes.split(","):
+        nx, ny, nz = (int(n) for n in size.split("x"))
+        for name, pairs, modules in variants:
+            wind_module.SMOOTHING_PAIRS = pairs
+            key = f"{size} {name} pairs={pairs}"
+            r = measure((nz, ny, nx), copy_bw, modules)
+            results[key] = r
+            print(key, json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
+                                   for k, v in r.items()}), flush=True)
+            cp.get_default_memory_pool().free_all_blocks()
+        wind_module.SMOOTHING_PAIRS = default_pairs
+        ws5 = scene(nx, ny, nz, solver="sor5")
+        s5 = [0]
+
+        def one5():
+            ws5.step(s5[0] / 24.0, 1 / 24.0)
+            s5[0] += 1
+        results[f"{size} sor5_step_ms"] = timed(one5, reps=30) * 1e3
+        print(size, "sor5 step ms %.3f" % results[f"{size} sor5_step_ms"], flush=True)
+        del ws5
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
