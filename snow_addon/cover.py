@@ -13,8 +13,8 @@ from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError
 from .grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
 
-#: Device bytes per heightmap node: height, snow depth, deposit scale (float32), hit count
-#: (int32), two flux arrays (float32), surface mask (1 byte).
+#: Device bytes per heightmap node: height, snow depth and its redistribution twin, deposit
+#: scale (float32), two hit-count buffers (int32), surface mask (1 byte).
 BYTES_PER_NODE = 4 * 6 + 1
 
 
@@ -89,10 +89,10 @@ class SnowCover:
         self.has_surface = backend.asarray(has_surface.astype(bool))
         self.snow_depth = xp.zeros(hm.shape, dtype=xp.float32)
         self.hit_counts = xp.zeros(hm.shape, dtype=xp.int32)
+        self.spare_hit_counts = xp.zeros(hm.shape, dtype=xp.int32)  # zeroed by the deposit
         self.deposit_scale = backend.asarray(self.kernels.deposit_scale(
             has_surface.astype(bool), self.volume_per_hit, self.node_area))
-        self.flux_x = xp.zeros((hm.ny, hm.nx - 1), dtype=xp.float32)
-        self.flux_y = xp.zeros((hm.ny - 1, hm.nx), dtype=xp.float32)
+        self.spare_depth = xp.zeros(hm.shape, dtype=xp.float32)  # redistribution target
         self.hit_total = xp.zeros(1, dtype=xp.int64)
         self.timer = StageTimer(backend)  # the Simulation shares its own when profiling
 
@@ -101,25 +101,27 @@ class SnowCover:
         return heightmap_grid.nx * heightmap_grid.ny * BYTES_PER_NODE
 
     def step(self, dt) -> None:
-        """Deposit this step's hits over their footprints, zero the counts, then one
-        redistribution pass (the fraction is per step, as in the theses; ``dt`` unused)."""
+        """Deposit this step's hits over their footprints (the same launch zeroes the spare
+        hit buffer, which then becomes ``hit_counts``), then one redistribution pass (the
+        fraction is per step, as in the theses; ``dt`` unused). ``hit_counts`` and
+        ``snow_depth`` are swapped buffers: read the attributes after each step."""
         k = self.kernels
         with self.timer.stage("cover.deposit"):
             k.deposit_hits(self.hit_counts, self.deposit_scale, self.has_surface, self.snow_depth,
-                           self.hit_total)
-            self.hit_counts.fill(0)
+                           self.hit_total, self.spare_hit_counts)
+            self.hit_counts, self.spare_hit_counts = self.spare_hit_counts, self.hit_counts
         if self.settings.redistribution_fraction > 0.0:
             with self.timer.stage("cover.redistribute"):
                 self.redistribute()
 
     def redistribute(self) -> None:
-        """One pass of pairwise, mass-conserving redistribution toward the repose slope."""
+        """One pass of pairwise, mass-conserving redistribution toward the repose slope.
+        Writes into the spare depth array and swaps: read ``snow_depth`` after each step."""
         s = self.settings
-        self.kernels.redistribution_fluxes(self.height, self.has_surface, self.snow_depth,
-                                           self.threshold, np.float32(s.redistribution_min_depth),
-                                           np.float32(s.redistribution_fraction),
-                                           self.flux_x, self.flux_y)
-        self.kernels.apply_fluxes(self.flux_x, self.flux_y, self.snow_depth)
+        self.kernels.redistribute(self.height, self.has_surface, self.snow_depth, self.threshold,
+                                  np.float32(s.redistribution_min_depth),
+                                  np.float32(s.redistribution_fraction), self.spare_depth)
+        self.snow_depth, self.spare_depth = self.spare_depth, self.snow_depth
 
     def hits(self) -> int:
         """Ground hits deposited since the start (exact integer; a device read)."""

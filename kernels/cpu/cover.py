@@ -25,10 +25,11 @@ def _deposit(hit_counts, scale, has_surface, snow_depth, footprint):
             snow_depth[j, i] = np.float32(snow_depth[j, i] + added)
 
 
-def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total):
+def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts):
     """See kernels.reference.cover.deposit_hits."""
     _deposit(hit_counts, scale, has_surface, snow_depth, FOOTPRINT)
     hit_total[0] += np.int64(hit_counts.sum(dtype=np.int64))
+    next_hit_counts[...] = 0
 
 
 @numba.njit(inline="always", cache=True)
@@ -43,44 +44,33 @@ def _pair_flux(surface_a, surface_b, snow_a, snow_b, threshold, min_depth, fract
     return np.float32(0.0)
 
 
+@numba.njit(inline="always", cache=True)
+def _pair(height, has_surface, snow_depth, ja, ia, jb, ib, threshold, min_depth, fraction):
+    """Flux from node a to node b (b has the higher index): the same bits from either side."""
+    if not (has_surface[ja, ia] and has_surface[jb, ib]):
+        return np.float32(0.0)
+    surface_a = np.float32(height[ja, ia] + snow_depth[ja, ia])
+    surface_b = np.float32(height[jb, ib] + snow_depth[jb, ib])
+    return _pair_flux(surface_a, surface_b, snow_depth[ja, ia], snow_depth[jb, ib],
+                      threshold, min_depth, fraction)
+
+
 @numba.njit(parallel=True, cache=True)
-def redistribution_fluxes(height, has_surface, snow_depth, threshold, min_depth, fraction,
-                          flux_x, flux_y):
-    """See kernels.reference.cover.redistribution_fluxes."""
+def redistribute(height, has_surface, snow_depth, threshold, min_depth, fraction, snow_out):
+    """See kernels.reference.cover.redistribute (each node recomputes its four pair fluxes)."""
     ny, nx = snow_depth.shape
     t, m, k = np.float32(threshold), np.float32(min_depth), np.float32(fraction)
-    for j in numba.prange(ny):
-        for i in range(nx):
-            here = np.float32(height[j, i] + snow_depth[j, i])
-            if i + 1 < nx:
-                flux = np.float32(0.0)
-                if has_surface[j, i] and has_surface[j, i + 1]:
-                    flux = _pair_flux(here, np.float32(height[j, i + 1] + snow_depth[j, i + 1]),
-                                      snow_depth[j, i], snow_depth[j, i + 1], t, m, k)
-                flux_x[j, i] = flux
-            if j + 1 < ny:
-                flux = np.float32(0.0)
-                if has_surface[j, i] and has_surface[j + 1, i]:
-                    flux = _pair_flux(here, np.float32(height[j + 1, i] + snow_depth[j + 1, i]),
-                                      snow_depth[j, i], snow_depth[j + 1, i], t, m, k)
-                flux_y[j, i] = flux
-
-
-@numba.njit(parallel=True, cache=True)
-def apply_fluxes(flux_x, flux_y, snow_depth):
-    """See kernels.reference.cover.apply_fluxes."""
-    ny, nx = snow_depth.shape
     zero = np.float32(0.0)
     for j in numba.prange(ny):
         for i in range(nx):
-            left = flux_x[j, i - 1] if i > 0 else zero
-            right = flux_x[j, i] if i + 1 < nx else zero
-            down = flux_y[j - 1, i] if j > 0 else zero
-            up = flux_y[j, i] if j + 1 < ny else zero
+            left = _pair(height, has_surface, snow_depth, j, i - 1, j, i, t, m, k) if i > 0 else zero
+            right = _pair(height, has_surface, snow_depth, j, i, j, i + 1, t, m, k) if i + 1 < nx else zero
+            down = _pair(height, has_surface, snow_depth, j - 1, i, j, i, t, m, k) if j > 0 else zero
+            up = _pair(height, has_surface, snow_depth, j, i, j + 1, i, t, m, k) if j + 1 < ny else zero
             outflow = np.float32(max(-left, zero) + max(right, zero))
             outflow = np.float32(outflow + max(-down, zero))
             outflow = np.float32(outflow + max(up, zero))
             inflow = np.float32(max(left, zero) + max(-right, zero))
             inflow = np.float32(inflow + max(down, zero))
             inflow = np.float32(inflow + max(-up, zero))
-            snow_depth[j, i] = np.float32(max(np.float32(snow_depth[j, i] - outflow), zero) + inflow)
+            snow_out[j, i] = np.float32(max(np.float32(snow_depth[j, i] - outflow), zero) + inflow)

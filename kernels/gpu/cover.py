@@ -1,26 +1,37 @@
 """Snow cover kernels, CUDA build through CuPy (same names, arguments and float32 operation
 order as kernels.reference.cover). One thread per heightmap node."""
+import functools
+
 import numpy as np
 
 from ..reference.cover import FOOTPRINT, deposit_scale  # noqa: F401  (host-side, once per bake)
 from .common import compile_module
 
-SOURCE = r"""
+BLOCK = 256
+MAX_GRID_ROWS = 65535
+
+SOURCE = "#define BLOCK " + str(BLOCK) + r"""
 __constant__ float FOOTPRINT[25] = {""" + ", ".join(repr(float(x)) + "f" for x in FOOTPRINT.ravel()) + r"""};
 
-// Gather every hit's footprint into the surface nodes; add the hit count to *hit_total.
-extern "C" __global__ void deposit_hits(const int* __restrict__ hit_counts,
+// Gather every hit's footprint into the surface nodes, zero next_hit_counts (the buffer the
+// flakes fill next step) and add the hit count to *hit_total. Grid: (x blocks, ny rows).
+extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __restrict__ hit_counts,
         const float* __restrict__ scale, const bool* __restrict__ has_surface,
-        float* __restrict__ snow_depth, unsigned long long* __restrict__ hit_total, int nx, int ny) {
-    int n = blockIdx.x * blockDim.x + threadIdx.x;
+        float* __restrict__ snow_depth, unsigned long long* __restrict__ hit_total,
+        int* __restrict__ next_hit_counts, int row0, int nx, int ny) {
+    __shared__ int warp_hits[BLOCK / 32];
+    int i = blockIdx.x * BLOCK + threadIdx.x, j = row0 + blockIdx.y;
+    int n = j * nx + i;
     int own_hits = 0;
-    if (n < nx * ny) {
+    if (i < nx) {
         own_hits = hit_counts[n];
-        int j = n / nx, i = n - j * nx;
+        next_hit_counts[n] = 0;
         if (has_surface[n]) {
             float added = 0.0f;
+            #pragma unroll
             for (int dj = 0; dj < 5; ++dj) {
                 int sj = j + 2 - dj;
+                #pragma unroll
                 for (int di = 0; di < 5; ++di) {
                     int si = i + 2 - di;
                     float source = 0.0f;
@@ -34,10 +45,16 @@ extern "C" __global__ void deposit_hits(const int* __restrict__ hit_counts,
             snow_depth[n] = snow_depth[n] + added;
         }
     }
+    // one integer atomic per block (a per-warp atomic on one address serialises in L2)
     for (int offset = 16; offset > 0; offset >>= 1)
         own_hits += __shfl_down_sync(0xffffffffu, own_hits, offset);
-    if ((threadIdx.x & 31) == 0 && own_hits != 0)
-        atomicAdd(hit_total, (unsigned long long)(long long)own_hits);
+    if ((threadIdx.x & 31) == 0) warp_hits[threadIdx.x >> 5] = own_hits;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int block_hits = 0;
+        for (int k = 0; k < BLOCK / 32; ++k) block_hits += warp_hits[k];
+        if (block_hits != 0) atomicAdd(hit_total, (unsigned long long)(long long)block_hits);
+    }
 }
 
 __device__ __forceinline__ float pair_flux(float surface_a, float surface_b, float snow_a,
@@ -50,69 +67,62 @@ __device__ __forceinline__ float pair_flux(float surface_a, float surface_b, flo
     return 0.0f;
 }
 
-extern "C" __global__ void redistribution_fluxes(const float* __restrict__ height,
-        const bool* __restrict__ has_surface, const float* __restrict__ snow_depth,
-        float t, float m, float k, float* __restrict__ flux_x, float* __restrict__ flux_y,
-        int nx, int ny) {
-    int n = blockIdx.x * blockDim.x + threadIdx.x;
-    if (n >= nx * ny) return;
-    int j = n / nx, i = n - j * nx;
-    float here = height[n] + snow_depth[n];
-    if (i + 1 < nx) {
-        float flux = 0.0f;
-        if (has_surface[n] && has_surface[n + 1])
-            flux = pair_flux(here, height[n + 1] + snow_depth[n + 1], snow_depth[n], snow_depth[n + 1], t, m, k);
-        flux_x[j * (nx - 1) + i] = flux;
-    }
-    if (j + 1 < ny) {
-        float flux = 0.0f;
-        if (has_surface[n] && has_surface[n + nx])
-            flux = pair_flux(here, height[n + nx] + snow_depth[n + nx], snow_depth[n], snow_depth[n + nx], t, m, k);
-        flux_y[n] = flux;
-    }
+// Flux from node a to node b (b the higher index), recomputed identically by both nodes.
+__device__ __forceinline__ float node_pair_flux(const float* __restrict__ height,
+        const bool* __restrict__ has_surface, const float* __restrict__ snow_depth, int a, int b,
+        float t, float m, float k) {
+    if (!(has_surface[a] && has_surface[b])) return 0.0f;
+    float snow_a = snow_depth[a], snow_b = snow_depth[b];
+    return pair_flux(height[a] + snow_a, height[b] + snow_b, snow_a, snow_b, t, m, k);
 }
 
-extern "C" __global__ void apply_fluxes(const float* __restrict__ flux_x, const float* __restrict__ flux_y,
-                                        float* __restrict__ snow_depth, int nx, int ny) {
-    int n = blockIdx.x * blockDim.x + threadIdx.x;
-    if (n >= nx * ny) return;
-    int j = n / nx, i = n - j * nx;
-    float left = i > 0 ? flux_x[j * (nx - 1) + i - 1] : 0.0f;
-    float right = i + 1 < nx ? flux_x[j * (nx - 1) + i] : 0.0f;
-    float down = j > 0 ? flux_y[n - nx] : 0.0f;
-    float up = j + 1 < ny ? flux_y[n] : 0.0f;
+// One pass: every node recomputes the fluxes of its four pairs and applies them (no flux
+// arrays, one launch; both sides of a pair get the same bits, so snow is conserved).
+extern "C" __global__ void __launch_bounds__(BLOCK) redistribute(const float* __restrict__ height,
+        const bool* __restrict__ has_surface, const float* __restrict__ snow_depth,
+        float t, float m, float k, float* __restrict__ snow_out, int row0, int nx, int ny) {
+    int i = blockIdx.x * BLOCK + threadIdx.x, j = row0 + blockIdx.y;
+    if (i >= nx) return;
+    int n = j * nx + i;
+    float left = i > 0 ? node_pair_flux(height, has_surface, snow_depth, n - 1, n, t, m, k) : 0.0f;
+    float right = i + 1 < nx ? node_pair_flux(height, has_surface, snow_depth, n, n + 1, t, m, k) : 0.0f;
+    float down = j > 0 ? node_pair_flux(height, has_surface, snow_depth, n - nx, n, t, m, k) : 0.0f;
+    float up = j + 1 < ny ? node_pair_flux(height, has_surface, snow_depth, n, n + nx, t, m, k) : 0.0f;
     float outflow = fmaxf(-left, 0.0f) + fmaxf(right, 0.0f);
     outflow = outflow + fmaxf(-down, 0.0f);
     outflow = outflow + fmaxf(up, 0.0f);
     float inflow = fmaxf(left, 0.0f) + fmaxf(-right, 0.0f);
     inflow = inflow + fmaxf(down, 0.0f);
     inflow = inflow + fmaxf(-up, 0.0f);
-    snow_depth[n] = fmaxf(snow_depth[n] - outflow, 0.0f) + inflow;
+    snow_out[n] = fmaxf(snow_depth[n] - outflow, 0.0f) + inflow;
 }
 """
 
-BLOCK = 256
+
+@functools.lru_cache(maxsize=None)
+def _kernel(source, name):
+    return compile_module(source).get_function(name)
 
 
 def _launch(name, shape, arguments):
+    """One thread per node: blocks of BLOCK along x, one grid row per heightmap row (in
+    launches of at most MAX_GRID_ROWS rows, CUDA's limit on the grid's y size)."""
     ny, nx = shape
-    kernel = compile_module(SOURCE).get_function(name)
-    kernel(((nx * ny + BLOCK - 1) // BLOCK,), (BLOCK,), tuple(arguments) + (np.int32(nx), np.int32(ny)))
+    kernel = _kernel(SOURCE, name)
+    for row0 in range(0, ny, MAX_GRID_ROWS):
+        rows = min(MAX_GRID_ROWS, ny - row0)
+        kernel(((nx + BLOCK - 1) // BLOCK, rows), (BLOCK,),
+               tuple(arguments) + (np.int32(row0), np.int32(nx), np.int32(ny)))
 
 
-def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total):
+def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts):
     """See kernels.reference.cover.deposit_hits (the hit total is summed on the device)."""
-    _launch("deposit_hits", hit_counts.shape, (hit_counts, scale, has_surface, snow_depth, hit_total))
+    _launch("deposit_hits", hit_counts.shape,
+            (hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts))
 
 
-def redistribution_fluxes(height, has_surface, snow_depth, threshold, min_depth, fraction,
-                          flux_x, flux_y):
-    """See kernels.reference.cover.redistribution_fluxes."""
-    _launch("redistribution_fluxes", snow_depth.shape,
+def redistribute(height, has_surface, snow_depth, threshold, min_depth, fraction, snow_out):
+    """See kernels.reference.cover.redistribute (one launch)."""
+    _launch("redistribute", snow_depth.shape,
             (height, has_surface, snow_depth, np.float32(threshold), np.float32(min_depth),
-             np.float32(fraction), flux_x, flux_y))
-
-
-def apply_fluxes(flux_x, flux_y, snow_depth):
-    """See kernels.reference.cover.apply_fluxes."""
-    _launch("apply_fluxes", snow_depth.shape, (flux_x, flux_y, snow_depth))
+             np.float32(fraction), snow_out))

@@ -6,6 +6,8 @@ hit (integer atomic), respawn. Flakes are sorted by wind cell every ``SORT_INTER
 steps by a counting sort (histogram, scan, scatter) so neighbouring threads read the same
 wind cells; the order inside a cell is arbitrary, which changes storage order only.
 """
+import functools
+
 import numpy as np
 
 from .common import compile_module
@@ -16,7 +18,14 @@ def _f(value):
     return repr(float(np.float32(value))) + "f"
 
 
-SOURCE = r"""
+def kernel_source(block, min_blocks_per_sm=0):
+    """CUDA source with ``step_flakes`` built for ``block`` threads per block and, when
+    ``min_blocks_per_sm`` > 0, at least that many resident blocks per SM (a register cap)."""
+    bounds = f"{int(block)}, {int(min_blocks_per_sm)}" if min_blocks_per_sm else f"{int(block)}"
+    return _SOURCE_TEMPLATE.replace("STEP_LAUNCH_BOUNDS", bounds)
+
+
+_SOURCE_TEMPLATE = r"""
 #define OPEN_LIMIT -1.0e29f
 #define OMEGA_MIN """ + _f(np.pi / 4.0) + r"""
 #define OMEGA_MAX """ + _f(np.pi / 3.0) + r"""
@@ -70,7 +79,7 @@ extern "C" __global__ void initialize_flakes(
     respawn_count[n] = 0u;
 }
 
-extern "C" __global__ void __launch_bounds__(256) step_flakes(
+extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         const unsigned int* __restrict__ flake_id, float* __restrict__ pos_x,
         float* __restrict__ pos_y, float* __restrict__ pos_z, float* __restrict__ vel_x,
         float* __restrict__ vel_y, float* __restrict__ vel_z, float* __restrict__ phase,
@@ -170,17 +179,22 @@ extern "C" __global__ void scatter(const unsigned int* __restrict__ source,
 
 #: Steps between spatial sorts (measured on an H100: see docs/flakes_and_cover.md).
 SORT_INTERVAL = 32
-BLOCK = 256
+#: Threads per block of every flake kernel and the occupancy hint of step_flakes (measured:
+#: docs/flakes_and_cover.md, benchmarks/flakes_gpu.py).
+BLOCK = 128
+MIN_BLOCKS_PER_SM = 0
+SOURCE = kernel_source(BLOCK, MIN_BLOCKS_PER_SM)
 
 
-def _module():
-    return compile_module(SOURCE)
+@functools.lru_cache(maxsize=None)
+def _kernel(source, name):
+    return compile_module(source).get_function(name)
 
 
 def _launch(name, count, arguments):
     if count == 0:
         return
-    kernel = _module().get_function(name)
+    kernel = _kernel(SOURCE, name)
     kernel(((count + BLOCK - 1) // BLOCK,), (BLOCK,), tuple(arguments) + (np.int32(count),))
 
 

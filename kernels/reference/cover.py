@@ -2,8 +2,7 @@
 
 Arrays live on the heightmap grid, shape (ny, nx): ``height`` float32 (m, OPEN_HEIGHT at
 open nodes), ``has_surface`` bool, ``snow_depth`` float32 (m), ``hit_counts`` int32.
-Redistribution fluxes live on the neighbour pairs: ``flux_x`` (ny, nx - 1) from node
-[j, i] to [j, i + 1], ``flux_y`` (ny - 1, nx) from [j, i] to [j + 1, i] (m of depth).
+Redistribution writes into a second depth array (the caller swaps the two).
 """
 import numpy as np
 
@@ -33,9 +32,11 @@ def deposit_scale(has_surface, volume_per_hit, node_area):
     return scale.astype(np.float32)
 
 
-def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total):
-    """Gather the footprints of every hit into ``snow_depth`` (surface nodes only) and add
-    the number of hits to ``hit_total`` (int64, shape (1,)). ``hit_counts`` is left as is."""
+def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts):
+    """Gather the footprints of every hit into ``snow_depth`` (surface nodes only), add the
+    number of hits to ``hit_total`` (int64, shape (1,)) and zero ``next_hit_counts`` (int32,
+    the buffer the flakes fill next step; must not alias ``hit_counts``, which is left as is).
+    """
     ny, nx = hit_counts.shape
     source = np.zeros((ny + 4, nx + 4), np.float32)
     source[2:-2, 2:-2] = hit_counts.astype(np.float32) * scale
@@ -46,38 +47,27 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total):
                      ).astype(np.float32)
     snow_depth[...] = np.where(has_surface, snow_depth + added, snow_depth).astype(np.float32)
     hit_total[0] += np.int64(hit_counts.sum(dtype=np.int64))
+    next_hit_counts[...] = 0
 
 
-def redistribution_fluxes(height, has_surface, snow_depth, threshold, min_depth, fraction,
-                          flux_x, flux_y):
-    """One flux per 4-neighbour pair of surface nodes: where the surface (height + snow)
-    difference d exceeds ``threshold`` (tan(angle of repose) * spacing, m) and the higher
-    node holds more than ``min_depth`` of snow, move fraction * min(snow_high - min_depth,
-    d - threshold) from high to low. Positive flux: toward the higher index."""
+def redistribute(height, has_surface, snow_depth, threshold, min_depth, fraction, snow_out):
+    """One redistribution pass from ``snow_depth`` into ``snow_out`` (both (ny, nx) float32,
+    m; must not alias). Each 4-neighbour pair of surface nodes whose surface (height + snow)
+    difference d exceeds ``threshold`` (tan(angle of repose) * spacing, m), with the higher
+    node holding more than ``min_depth``, moves fraction * min(snow_high - min_depth,
+    d - threshold) from high to low. The flux of a pair is a pure function of its two nodes,
+    so the GPU and Numba builds recompute it on both sides (same bits) in one pass; here it is
+    computed once per pair. Then snow_out = max(snow - outflow, 0) + inflow (fixed order)."""
     f32 = np.float32
-    surface = (height + snow_depth).astype(np.float32)
-    flux_x[...] = _pair_flux(surface[:, :-1], surface[:, 1:], snow_depth[:, :-1], snow_depth[:, 1:],
-                             has_surface[:, :-1] & has_surface[:, 1:],
-                             f32(threshold), f32(min_depth), f32(fraction))
-    flux_y[...] = _pair_flux(surface[:-1, :], surface[1:, :], snow_depth[:-1, :], snow_depth[1:, :],
-                             has_surface[:-1, :] & has_surface[1:, :],
-                             f32(threshold), f32(min_depth), f32(fraction))
-
-
-def _pair_flux(surface_a, surface_b, snow_a, snow_b, both, threshold, min_depth, fraction):
-    difference = (surface_a - surface_b).astype(np.float32)
-    from_a = np.minimum(snow_a - min_depth, difference - threshold).astype(np.float32)
-    from_b = np.minimum(snow_b - min_depth, -difference - threshold).astype(np.float32)
-    flux = np.where(from_a > 0, fraction * from_a,
-                    np.where(from_b > 0, -(fraction * from_b), np.float32(0.0)))
-    return np.where(both, flux, np.float32(0.0)).astype(np.float32)
-
-
-def apply_fluxes(flux_x, flux_y, snow_depth):
-    """snow_depth = max(snow_depth - outflow, 0) + inflow over each node's four pairs (sums
-    in a fixed order). Outflows come off first so float rounding cannot leave a negative
-    depth; the max only absorbs such rounding (outflow <= depth in exact arithmetic)."""
     ny, nx = snow_depth.shape
+    surface = (height + snow_depth).astype(np.float32)
+    flux_x = _pair_flux(surface[:, :-1], surface[:, 1:], snow_depth[:, :-1], snow_depth[:, 1:],
+                        has_surface[:, :-1] & has_surface[:, 1:],
+                        f32(threshold), f32(min_depth), f32(fraction))
+    flux_y = _pair_flux(surface[:-1, :], surface[1:, :], snow_depth[:-1, :], snow_depth[1:, :],
+                        has_surface[:-1, :] & has_surface[1:, :],
+                        f32(threshold), f32(min_depth), f32(fraction))
+    # positive flux: toward the higher index
     zero = np.float32(0.0)
     fx = np.zeros((ny, nx + 1), np.float32)
     fx[:, 1:-1] = flux_x
@@ -90,4 +80,15 @@ def apply_fluxes(flux_x, flux_y, snow_depth):
     inflow = (np.maximum(left, zero) + np.maximum(-right, zero)).astype(np.float32)
     inflow = (inflow + np.maximum(down, zero)).astype(np.float32)
     inflow = (inflow + np.maximum(-up, zero)).astype(np.float32)
-    snow_depth[...] = (np.maximum(snow_depth - outflow, zero) + inflow).astype(np.float32)
+    # outflows come off first so float rounding cannot leave a negative depth; the max only
+    # absorbs such rounding (outflow <= depth in exact arithmetic for fraction <= 0.25)
+    snow_out[...] = (np.maximum(snow_depth - outflow, zero) + inflow).astype(np.float32)
+
+
+def _pair_flux(surface_a, surface_b, snow_a, snow_b, both, threshold, min_depth, fraction):
+    difference = (surface_a - surface_b).astype(np.float32)
+    from_a = np.minimum(snow_a - min_depth, difference - threshold).astype(np.float32)
+    from_b = np.minimum(snow_b - min_depth, -difference - threshold).astype(np.float32)
+    flux = np.where(from_a > 0, fraction * from_a,
+                    np.where(from_b > 0, -(fraction * from_b), np.float32(0.0)))
+    return np.where(both, flux, np.float32(0.0)).astype(np.float32)

@@ -44,8 +44,10 @@ def test_deposit_adds_exactly_the_hit_volume_at_edges_and_near_open_nodes(module
         hits[node] = 7
         depth = np.zeros(height.shape, np.float32)
         total = np.zeros(1, np.int64)
-        module.deposit_hits(hits, scale, surface, depth, total)
+        next_hits = np.full(height.shape, 3, np.int32)
+        module.deposit_hits(hits, scale, surface, depth, total, next_hits)
         assert total[0] == 7
+        assert np.all(next_hits == 0) and hits[node] == 7 and hits.sum() == 7
         assert np.all(depth[~surface] == 0.0) and np.all(depth >= 0.0)
         np.testing.assert_allclose(depth.sum(dtype=np.float64) * area, 7 * volume, rtol=1e-6)
         assert depth[node] == depth.max()                 # the centre weight is the largest
@@ -53,7 +55,7 @@ def test_deposit_adds_exactly_the_hit_volume_at_edges_and_near_open_nodes(module
     hits = np.zeros(height.shape, np.int32)
     hits[4, 7] = 1
     depth = np.zeros(height.shape, np.float32)
-    module.deposit_hits(hits, scale, surface, depth, np.zeros(1, np.int64))
+    module.deposit_hits(hits, scale, surface, depth, np.zeros(1, np.int64), np.zeros_like(hits))
     np.testing.assert_allclose(depth[2:7, 5:10] * area / volume, ref_cover.FOOTPRINT / 1.0048, rtol=1e-5)
 
 
@@ -75,31 +77,43 @@ def test_numba_cover_kernels_match_reference(seed):
         d = depth.copy()
         total = np.zeros(1, np.int64)
         scale = module.deposit_scale(surface, 0.01, 0.25)
-        module.deposit_hits(hits, scale, surface, d, total)
-        fx = np.zeros((d.shape[0], d.shape[1] - 1), np.float32)
-        fy = np.zeros((d.shape[0] - 1, d.shape[1]), np.float32)
-        module.redistribution_fluxes(height, surface, d, np.float32(0.3), np.float32(0.05),
-                                     np.float32(0.25), fx, fy)
+        module.deposit_hits(hits, scale, surface, d, total, np.ones_like(hits))
         after_deposit = d.copy()
-        module.apply_fluxes(fx, fy, d)
-        results.append((after_deposit, fx, fy, d, total))
+        out = np.full_like(d, np.nan)
+        module.redistribute(height, surface, d, np.float32(0.3), np.float32(0.05),
+                            np.float32(0.25), out)
+        np.testing.assert_array_equal(d, after_deposit)       # the input is left as is
+        results.append((after_deposit, out, total))
     for got, expected in zip(results[1], results[0]):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
-    assert np.count_nonzero(results[0][1]) > 10 and np.count_nonzero(results[0][2]) > 10
+    moved = results[0][1] != results[0][0]
+    assert np.count_nonzero(moved) > 20
 
 
 def test_redistribution_conserves_and_never_goes_negative():
     height, surface, depth, _ = random_cover_input(5)
     before = depth.sum(dtype=np.float64)
-    fx = np.zeros((depth.shape[0], depth.shape[1] - 1), np.float32)
-    fy = np.zeros((depth.shape[0] - 1, depth.shape[1]), np.float32)
+    spare = np.zeros_like(depth)
     for _ in range(300):
-        cpu_cover.redistribution_fluxes(height, surface, depth, np.float32(0.2), np.float32(0.0),
-                                        np.float32(0.25), fx, fy)
-        cpu_cover.apply_fluxes(fx, fy, depth)
+        cpu_cover.redistribute(height, surface, depth, np.float32(0.2), np.float32(0.0),
+                               np.float32(0.25), spare)
+        depth, spare = spare, depth
         assert depth.min() >= 0.0
     assert np.all(depth[~surface] == 0.0)
     np.testing.assert_allclose(depth.sum(dtype=np.float64), before, rtol=1e-6)
+
+
+def test_single_pass_redistribution_moves_exactly_what_a_pair_rule_says():
+    """Two surface nodes on a flat plane: 1 m of snow next to none, threshold 0.2 m,
+    fraction 0.25: the pair moves 0.25 * min(1 - 0, 1 - 0.2) = 0.2 m from high to low."""
+    height = np.zeros((1, 2), np.float32)
+    surface = np.ones((1, 2), bool)
+    depth = np.array([[1.0, 0.0]], np.float32)
+    for module in (ref_cover, cpu_cover):
+        out = np.zeros_like(depth)
+        module.redistribute(height, surface, depth, np.float32(0.2), np.float32(0.0),
+                            np.float32(0.25), out)
+        np.testing.assert_allclose(out, [[0.8, 0.2]], rtol=1e-6)
 
 
 @pytest.mark.parametrize("min_depth", [0.0, 0.05])

@@ -110,12 +110,15 @@ def test_gpu_flake_kernels_match_reference(gpu_backend):
     np.testing.assert_array_equal(cupy.asnumpy(out), expected)
 
 
-def test_gpu_cover_kernels_match_reference(gpu_backend):
+@pytest.mark.parametrize("shape, max_grid_rows", [((37, 53), None), ((70, 600), 16)])
+def test_gpu_cover_kernels_match_reference(gpu_backend, monkeypatch, shape, max_grid_rows):
+    """Also rows wider than a block and heightmaps launched in several row bands."""
     import cupy
     from snowfall.kernels.gpu import cover as gpu_cover
 
+    if max_grid_rows is not None:
+        monkeypatch.setattr(gpu_cover, "MAX_GRID_ROWS", max_grid_rows)
     rng = np.random.default_rng(4)
-    shape = (37, 53)
     height = rng.normal(0, 0.6, shape).astype(np.float32)
     height[2:6, 3:9] = OPEN_HEIGHT
     surface = height > -1e29
@@ -125,17 +128,18 @@ def test_gpu_cover_kernels_match_reference(gpu_backend):
     results = []
     for module, xp in ((ref_cover, np), (gpu_cover, cupy)):
         d, total = xp.asarray(depth.copy()), xp.zeros(1, xp.int64)
-        module.deposit_hits(xp.asarray(hits), xp.asarray(scale), xp.asarray(surface), d, total)
-        fx = xp.zeros((shape[0], shape[1] - 1), xp.float32)
-        fy = xp.zeros((shape[0] - 1, shape[1]), xp.float32)
+        device_hits, next_hits = xp.asarray(hits), xp.ones(shape, xp.int32)
+        module.deposit_hits(device_hits, xp.asarray(scale), xp.asarray(surface), d, total, next_hits)
+        assert int(next_hits.sum()) == 0 and int(device_hits.sum()) == hits.sum()
         after_deposit = d.copy()
-        module.redistribution_fluxes(xp.asarray(height), xp.asarray(surface), d, np.float32(0.3),
-                                     np.float32(0.05), np.float32(0.25), fx, fy)
-        module.apply_fluxes(fx, fy, d)
-        results.append([after_deposit, fx, fy, d, total])
+        out = xp.full_like(d, np.nan)
+        module.redistribute(xp.asarray(height), xp.asarray(surface), d, np.float32(0.3),
+                            np.float32(0.05), np.float32(0.25), out)
+        results.append([after_deposit, out, total])
     for got, expected in zip(results[1], results[0]):
         np.testing.assert_allclose(cupy.asnumpy(got), expected, rtol=1e-6, atol=1e-7)
-    assert int(results[1][4][0]) == hits.sum()
+    assert int(results[1][2][0]) == hits.sum()
+    assert np.count_nonzero(results[0][1] != results[0][0]) > 20
 
 
 def run_bake(backend_name, steps, sort_interval=None, resume_at=None):
