@@ -3,7 +3,7 @@ step (default mgpcg, tolerance 1e-4, warm start), MG-PCG from zero vs 25 Jacobi 
 
 Run from the repository root with the package importable as ``snowfall``:
     python3 benchmarks/wind_gpu.py [--pairs 3,2] [--baseline DIR] [--sizes 256x256x32,128x128x32]
-        [--json out.json]
+        [--coarse-cells 0,4096] [--warp-cells 0,64] [--no-kernels] [--json out.json]
 ``--baseline DIR`` also times kernel modules loaded from DIR/gpu_wind.py and
 DIR/gpu_pressure.py (copies of older kernels/gpu/{wind,pressure}.py) for before/after.
 Times are CUDA-event medians; a whole step includes its host reads of the CG scalars.
@@ -50,6 +50,9 @@ def load_modules(directory):
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         modules.append(module)
+    # older pressure modules have no one-launch coarse V-cycle: the per-level path
+    pressure = modules[1]
+    pressure.COARSE_VCYCLE_CELLS = getattr(pressure, "COARSE_VCYCLE_CELLS", 0)
     return modules
 
 
@@ -91,6 +94,16 @@ def measure(shape, copy_bw, modules=None, kernels=True):
     r["vcycle_ms"] = timed(lambda: ws._replay("vcycle", ws._vcycle), reps=20) * 1e3
     r["cg_advance_ms"] = timed(lambda: ws._replay("advance", ws._cg_advance), reps=20) * 1e3
     r["cg_direction_ms"] = timed(lambda: ws._replay("direction", ws._cg_direction), reps=20) * 1e3
+    kp = ws._pressure
+    first = next((n for n, lv in enumerate(ws.levels)
+                  if n > 0 and lv.shape[0] * lv.shape[1] * lv.shape[2] <= kp.COARSE_VCYCLE_CELLS), None)
+    if first is not None:
+        rest = ws.levels[first:]
+        args = ([lv.solution for lv in rest], [lv.rhs for lv in rest], [lv.residual for lv in rest],
+                [lv.coef for lv in rest], [lv.factors for lv in rest], wind_module.SMOOTHING_PAIRS,
+                2 * max(ws.levels[-1].shape) + 4)
+        r["coarse_vcycle_ms"] = timed(lambda: kp.coarse_vcycle(*args), reps=20) * 1e3
+        r["coarse_vcycle_levels"] = len(rest)
     if kernels:
         kw, kp = ws._wind, ws._pressure
         un, vn, wn = ws._next
@@ -133,6 +146,11 @@ def main():
     parser.add_argument("--pairs", default=str(wind_module.SMOOTHING_PAIRS))
     parser.add_argument("--baseline", default=None)
     parser.add_argument("--sizes", default="256x256x32,128x128x32")
+    parser.add_argument("--coarse-cells", default=None,
+                        help="comma list of COARSE_VCYCLE_CELLS values to time (0: per-level launches)")
+    parser.add_argument("--warp-cells", default=None,
+                        help="comma list of WARP_LEVEL_CELLS values to time (0: no warp-only levels)")
+    parser.add_argument("--no-kernels", action="store_true", help="skip the per-kernel timings")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     results = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
@@ -147,14 +165,27 @@ def main():
     variants = []
     if args.baseline:
         variants.append(("baseline", default_pairs, load_modules(args.baseline)))
+    import snowfall.kernels.gpu.pressure as gpu_pressure
+    default_cells = gpu_pressure.COARSE_VCYCLE_CELLS
+    cells_list = ([int(c) for c in args.coarse_cells.split(",")] if args.coarse_cells
+                  else [default_cells])
+    default_warp = gpu_pressure.WARP_LEVEL_CELLS
+    warp_list = ([int(c) for c in args.warp_cells.split(",")] if args.warp_cells
+                 else [default_warp])
     for pairs in [int(p) for p in args.pairs.split(",")]:
-        variants.append(("current", pairs, None))
+        for cells in cells_list:
+            for warp in warp_list:
+                variants.append((f"current coarse_cells={cells} warp_cells={warp}", pairs,
+                                 (cells, warp)))
     for size in args.sizes.split(","):
         nx, ny, nz = (int(n) for n in size.split("x"))
         for name, pairs, modules in variants:
             wind_module.SMOOTHING_PAIRS = pairs
+            if isinstance(modules, tuple):
+                (gpu_pressure.COARSE_VCYCLE_CELLS, gpu_pressure.WARP_LEVEL_CELLS), modules = modules, None
             key = f"{size} {name} pairs={pairs}"
-            r = measure((nz, ny, nx), copy_bw, modules)
+            r = measure((nz, ny, nx), copy_bw, modules, kernels=not args.no_kernels)
+            gpu_pressure.COARSE_VCYCLE_CELLS, gpu_pressure.WARP_LEVEL_CELLS = default_cells, default_warp
             results[key] = r
             print(key, json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
                                    for k, v in r.items()}), flush=True)

@@ -114,6 +114,11 @@ def boundary_corrections(spacing, factors) -> tuple[float, float]:
             _dirichlet_scale(sy * fy) / _dirichlet_scale(sy))
 
 
+def _coarsest_pairs(shape) -> int:
+    """Red-black pairs (each way) that solve the coarsest level of the V-cycle."""
+    return 2 * max(shape) + 4
+
+
 def _face_shapes(shape):
     nz, ny, nx = shape
     return (nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)
@@ -273,9 +278,18 @@ class WindSolver:
         (red-black Gauss-Seidel: red-black pairs before, black-red pairs after)."""
         kp = self._pressure
         level = self.levels[index]
+        nz, ny, nx = level.shape
+        if index > 0 and nz * ny * nx <= kp.COARSE_VCYCLE_CELLS:
+            # the same sequence as the recursion below, in one call (one launch on the GPU)
+            rest = self.levels[index:]
+            kp.coarse_vcycle([lv.solution for lv in rest], [lv.rhs for lv in rest],
+                             [lv.residual for lv in rest], [lv.coef for lv in rest],
+                             [lv.factors for lv in rest], SMOOTHING_PAIRS,
+                             _coarsest_pairs(self.levels[-1].shape))
+            return
         level.solution.fill(0)
         if index == len(self.levels) - 1:
-            pairs = 2 * max(level.shape) + 4
+            pairs = _coarsest_pairs(level.shape)
             kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 0, pairs)
             kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 1, pairs)
             return

@@ -319,6 +319,257 @@ __global__ void redblack_pairs_block(float* __restrict__ p, const float* __restr
     }
 }
 
+// ---- the whole coarse end of a V-cycle in ONE block (coarse_vcycle) ----------------------
+// Every level's arrays are read and written inside the kernel, so no pointer carries
+// __restrict__ or __ldg (no non-coherent loads). When they fit ("staged"), all levels
+// are copied into shared memory first (latency ~30 cycles instead of an L2 round trip per
+// load in the ~150 dependent phases) and the results copied back at the end. Each per-cell operation repeats the arithmetic of the
+// per-level kernels above in the same order, and __syncthreads separates the phases the
+// per-level sequence separates by launches, so the results are the same bits.
+#define LV_SOL 0
+#define LV_RHS 1
+#define LV_RES 2
+#define LV_CX 3
+#define LV_CY 4
+#define LV_CZ 5
+#define LV_NX 6
+#define LV_NY 7
+#define LV_NZ 8
+#define LV_FX 9
+#define LV_FY 10
+#define LV_FZ 11
+// offsets (floats) of the level's arrays in the dynamic shared memory when staged
+#define LV_SSOL 12
+#define LV_SRHS 13
+#define LV_SRES 14
+#define LV_SCX 15
+#define LV_SCY 16
+#define LV_SCZ 17
+#define LV_FIELDS 18
+#define LV_MAX 24
+
+struct BlockLevel {
+    float* sol; float* rhs; float* res;
+    const float* cx; const float* cy; const float* cz;
+    int nx, ny, nz, fx, fy, fz;
+};
+
+__device__ __forceinline__ float bget(const float* p, int k, int j, int i, int nx, int ny, int nz) {
+    if (k < 0 || k >= nz || j < 0 || j >= ny || i < 0 || i >= nx) return 0.0f;
+    return p[((k * ny) + j) * nx + i];
+}
+
+// diagonal and neighbour sum as diag_at / nbsum_at / stencil (same order of operations)
+__device__ __forceinline__ void block_stencil(const float* p, const BlockLevel& L, int k, int j, int i,
+                                              float& d, float& nb) {
+    const int nx = L.nx, ny = L.ny, nz = L.nz;
+    const int t = (k * ny + j) * nx + i;
+    const float cw = L.cx[t + k * ny + j], ce = L.cx[t + k * ny + j + 1];
+    const float cs = L.cy[t + k * nx], cn = L.cy[t + k * nx + nx];
+    const float cd = L.cz[t], cu = L.cz[t + nx * ny];
+    d = ((cw + ce) + (cs + cn)) + (cd + cu);
+    const float pw = bget(p, k, j, i - 1, nx, ny, nz), pe = bget(p, k, j, i + 1, nx, ny, nz);
+    const float ps = bget(p, k, j - 1, i, nx, ny, nz), pn = bget(p, k, j + 1, i, nx, ny, nz);
+    const float pd = bget(p, k - 1, j, i, nx, ny, nz), pu = bget(p, k + 1, j, i, nx, ny, nz);
+    nb = ((cw * pw + ce * pe) + (cs * ps + cn * pn)) + (cd * pd + cu * pu);
+}
+
+// who works on a phase: the whole block (__syncthreads after it) or, on tiny levels, only
+// warp 0 (__syncwarp: the other warps skip ahead to the next whole-block phase)
+struct Team {
+    int first, stride;
+    bool warp;
+    __device__ __forceinline__ void sync() const { if (warp) __syncwarp(); else __syncthreads(); }
+};
+
+__device__ __forceinline__ Team make_team(bool warp) {
+    Team tm;
+    tm.warp = warp;
+    tm.first = warp ? (threadIdx.x < 32 ? (int)threadIdx.x : 0x7fffffff) : (int)threadIdx.x;
+    tm.stride = warp ? 32 : (int)blockDim.x;
+    return tm;
+}
+
+__device__ void block_zero(const Team& tm, float* p, int n) {
+    for (int t = tm.first; t < n; t += tm.stride) p[t] = 0.0f;
+    tm.sync();
+}
+
+// colours first, 1 - first, first, ... (2 * pairs half-sweeps); one thread per cell of
+// the colour, as redblack_sweep
+__device__ void block_redblack_pairs(const Team& tm, const BlockLevel& L, float om, int first, int pairs) {
+    const int nx = L.nx, ny = L.ny, nz = L.nz;
+    const int half = (nx + 1) / 2;
+    const int count = nz * ny * half;
+    float* p = L.sol;
+    const float* b = L.rhs;
+    for (int s = 0; s < 2 * pairs; ++s) {
+        const int color = (first + s) & 1;
+        for (int w = tm.first; w < count; w += tm.stride) {
+            const int ih = w % half; const int r = w / half;
+            const int j = r % ny; const int k = r / ny;
+            const int i = 2 * ih + ((k + j + color) & 1);
+            if (i >= nx) continue;
+            const int t = (k * ny + j) * nx + i;
+            float d, nb;
+            block_stencil(p, L, k, j, i, d, nb);
+            if (d > 0.0f) {
+                const float pc = p[t];
+                p[t] = pc + om * ((b[t] + nb) / d - pc);
+            } else {
+                p[t] = 0.0f;
+            }
+        }
+        tm.sync();
+    }
+}
+
+__device__ void block_residual(const Team& tm, const BlockLevel& L) {
+    const int nx = L.nx, ny = L.ny, nz = L.nz, n = nx * ny * nz;
+    for (int t = tm.first; t < n; t += tm.stride) {
+        const int i = t % nx; const int r = t / nx;
+        const int j = r % ny; const int k = r / ny;
+        float d, nb;
+        block_stencil(L.sol, L, k, j, i, d, nb);
+        L.res[t] = d > 0.0f ? L.rhs[t] - (d * L.sol[t] - nb) : 0.0f;
+    }
+    tm.sync();
+}
+
+// coarse.rhs = P^T fine.res, as restrict_residual
+__device__ void block_restrict(const Team& tm, const BlockLevel& F, const BlockLevel& C) {
+    const int nx = F.nx, ny = F.ny, nz = F.nz, fx = F.fx, fy = F.fy, fz = F.fz;
+    const int ncx = C.nx, ncy = C.ny, ncz = C.nz, n = ncx * ncy * ncz;
+    const int loz = fz == 2 ? -1 : 0, hiz = fz == 2 ? 3 : 1;
+    const int loy = fy == 2 ? -1 : 0, hiy = fy == 2 ? 3 : 1;
+    const int lox = fx == 2 ? -1 : 0, hix = fx == 2 ? 3 : 1;
+    for (int t = tm.first; t < n; t += tm.stride) {
+        const int I = t % ncx; const int r = t / ncx;
+        const int J = r % ncy; const int K = r / ncy;
+        float acc = 0.0f;
+        for (int dk = loz; dk < hiz; ++dk) {
+            int k = fz * K + dk;
+            float wz = (k >= 0 && k < nz) ? axis_weight(k, K, fz, ncz) : 0.0f;
+            int kc = min(max(k, 0), nz - 1);
+            for (int dj = loy; dj < hiy; ++dj) {
+                int j = fy * J + dj;
+                float wy = (j >= 0 && j < ny) ? axis_weight(j, J, fy, ncy) : 0.0f;
+                int jc = min(max(j, 0), ny - 1);
+                const float* row = F.res + (kc * ny + jc) * nx;
+                for (int di = lox; di < hix; ++di) {
+                    int i = fx * I + di;
+                    float wx = (i >= 0 && i < nx) ? axis_weight(i, I, fx, ncx) : 0.0f;
+                    int ic = min(max(i, 0), nx - 1);
+                    acc = acc + ((wz * wy) * wx) * row[ic];
+                }
+            }
+        }
+        C.rhs[t] = acc;
+    }
+    tm.sync();
+}
+
+// fine.sol += P coarse.sol in fluid cells, as prolong_add
+__device__ void block_prolong_add(const Team& tm, const BlockLevel& F, const BlockLevel& C) {
+    const int nx = F.nx, ny = F.ny, nz = F.nz, n = nx * ny * nz;
+    const int ncx = C.nx, ncy = C.ny, ncz = C.nz;
+    for (int t = tm.first; t < n; t += tm.stride) {
+        const int i = t % nx; const int r = t / nx;
+        const int j = r % ny; const int k = r / ny;
+        const float cw = F.cx[t + k * ny + j], ce = F.cx[t + k * ny + j + 1];
+        const float cs = F.cy[t + k * nx], cn = F.cy[t + k * nx + nx];
+        const float cd = F.cz[t], cu = F.cz[t + nx * ny];
+        if (!((((cw + ce) + (cs + cn)) + (cd + cu)) > 0.0f)) continue;
+        float acc = 0.0f;
+        for (int a = 0; a < 2; ++a) {
+            float wz; int K = parent_of(k, F.fz, ncz, a, wz);
+            for (int b = 0; b < 2; ++b) {
+                float wy; int J = parent_of(j, F.fy, ncy, b, wy);
+                for (int c = 0; c < 2; ++c) {
+                    float wx; int I = parent_of(i, F.fx, ncx, c, wx);
+                    acc = acc + ((wz * wy) * wx) * C.sol[(K * ncy + J) * ncx + I];
+                }
+            }
+        }
+        F.sol[t] = F.sol[t] + acc;
+    }
+    tm.sync();
+}
+
+__device__ __forceinline__ void block_copy(float* dst, const float* src, int n) {
+    for (int t = threadIdx.x; t < n; t += blockDim.x) dst[t] = src[t];
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+coarse_vcycle_block(const long long* __restrict__ table, int levels, float om,
+                    int smoothing_pairs, int coarsest_pairs, int staged, int warp_cells) {
+    extern __shared__ float shared_levels[];
+    __shared__ BlockLevel G[LV_MAX];  // the arrays in global memory
+    __shared__ BlockLevel L[LV_MAX];  // where the kernel works on them
+    if (threadIdx.x < levels) {
+        const long long* e = table + threadIdx.x * LV_FIELDS;
+        BlockLevel v;
+        v.sol = (float*)e[LV_SOL]; v.rhs = (float*)e[LV_RHS]; v.res = (float*)e[LV_RES];
+        v.cx = (const float*)e[LV_CX]; v.cy = (const float*)e[LV_CY]; v.cz = (const float*)e[LV_CZ];
+        v.nx = (int)e[LV_NX]; v.ny = (int)e[LV_NY]; v.nz = (int)e[LV_NZ];
+        v.fx = (int)e[LV_FX]; v.fy = (int)e[LV_FY]; v.fz = (int)e[LV_FZ];
+        G[threadIdx.x] = v;
+        if (staged) {
+            v.sol = shared_levels + e[LV_SSOL]; v.rhs = shared_levels + e[LV_SRHS];
+            v.res = shared_levels + e[LV_SRES]; v.cx = shared_levels + e[LV_SCX];
+            v.cy = shared_levels + e[LV_SCY]; v.cz = shared_levels + e[LV_SCZ];
+        }
+        L[threadIdx.x] = v;
+    }
+    __syncthreads();
+    const int last = levels - 1;
+    if (staged) {
+        for (int l = 0; l < levels; ++l) {
+            const int nx = G[l].nx, ny = G[l].ny, nz = G[l].nz;
+            block_copy((float*)L[l].cx, G[l].cx, nz * ny * (nx + 1));
+            block_copy((float*)L[l].cy, G[l].cy, nz * (ny + 1) * nx);
+            block_copy((float*)L[l].cz, G[l].cz, (nz + 1) * ny * nx);
+        }
+        block_copy(L[0].rhs, G[0].rhs, G[0].nx * G[0].ny * G[0].nz);
+        __syncthreads();
+    }
+    bool previous_warp = false;  // uniform over the block
+    // the team of the next phase; a whole-block phase after warp-0 phases first waits
+    // for warp 0 (so its writes are visible to every warp)
+    auto team = [&](bool warp) {
+        if (previous_warp && !warp) __syncthreads();
+        previous_warp = warp;
+        return make_team(warp);
+    };
+    auto tiny = [&](int l) { return L[l].nx * L[l].ny * L[l].nz <= warp_cells; };
+    for (int l = 0; l < last; ++l) {
+        const Team tm = team(tiny(l));
+        block_zero(tm, L[l].sol, L[l].nx * L[l].ny * L[l].nz);
+        block_redblack_pairs(tm, L[l], om, 0, smoothing_pairs);
+        block_residual(tm, L[l]);
+        block_restrict(team(tiny(l) && tiny(l + 1)), L[l], L[l + 1]);
+    }
+    {
+        const Team tm = team(tiny(last));
+        block_zero(tm, L[last].sol, L[last].nx * L[last].ny * L[last].nz);
+        block_redblack_pairs(tm, L[last], om, 0, coarsest_pairs);
+        block_redblack_pairs(tm, L[last], om, 1, coarsest_pairs);
+    }
+    for (int l = last - 1; l >= 0; --l) {
+        block_prolong_add(team(tiny(l) && tiny(l + 1)), L[l], L[l + 1]);
+        block_redblack_pairs(team(tiny(l)), L[l], om, 1, smoothing_pairs);
+    }
+    if (staged) {  // everything the per-level sequence leaves in global memory
+        if (previous_warp) __syncthreads();
+        for (int l = 0; l < levels; ++l) {
+            const int n = G[l].nx * G[l].ny * G[l].nz;
+            block_copy(G[l].sol, L[l].sol, n);
+            if (l > 0) block_copy(G[l].rhs, L[l].rhs, n);
+            if (l < last) block_copy(G[l].res, L[l].res, n);
+        }
+    }
+}
+
 // deterministic float64 dot product: fixed grid of DOT_BLOCKS x 256, then one block
 #define DOT_BLOCKS 256
 extern "C" __global__ void dot_partial(const float* __restrict__ a, const float* __restrict__ b,
@@ -494,6 +745,73 @@ def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
     for _ in range(int(pairs)):
         redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, first_color)
         redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
+
+
+#: wind.WindSolver runs the levels with at most this many cells (below the finest) through
+#: coarse_vcycle: the whole coarse end of the V-cycle in one launch of one block.
+COARSE_VCYCLE_CELLS = 4096
+#: Inside coarse_vcycle, levels with at most this many cells are worked on by one warp
+#: (__syncwarp between phases instead of __syncthreads over 32 warps).
+WARP_LEVEL_CELLS = 64
+_MAX_LEVELS = 24
+_tables = {}
+_shared_set = set()
+
+
+def _shared_limit():
+    """Dynamic shared memory bytes one block may opt in to, less room for the static part."""
+    import cupy
+
+    return int(cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]) - 8192
+
+
+def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, coarsest_pairs):
+    """The coarse end of a V-cycle (see the reference: the same sequence of operations) in
+    ONE launch of one block of 1024 threads, on copies in shared memory when all levels
+    fit. Coarse levels only: float32 coefficients. The level table (device pointers, sizes,
+    shared-memory offsets) is built once per set of arrays, so the launch can be recorded
+    in a CUDA graph after a first plain call."""
+    import cupy
+
+    levels = len(solutions)
+    if not 1 <= levels <= _MAX_LEVELS:
+        raise ValueError(f"coarse_vcycle takes 1 to {_MAX_LEVELS} levels, got {levels}")
+    key = tuple((s.data.ptr, b.data.ptr, r.data.ptr, *(c.data.ptr for c in cs), s.shape, f)
+                for s, b, r, cs, f in zip(solutions, rhs, residuals, coefs, factors))
+    entry = _tables.get(key)
+    if entry is None:
+        rows, offset = [], 0
+        for s, b, r, cs, f in zip(solutions, rhs, residuals, coefs, factors):
+            if any(c.dtype != np.float32 for c in cs):
+                raise ValueError("coarse_vcycle needs float32 coefficients (coarse levels)")
+            nz, ny, nx = s.shape
+            fz, fy, fx = f
+            sizes = [s.size, s.size, s.size, *(c.size for c in cs)]
+            offsets = []
+            for size in sizes:  # 16-byte aligned starts
+                offsets.append(offset)
+                offset += (size + 3) // 4 * 4
+            rows.append([s.data.ptr, b.data.ptr, r.data.ptr, *(c.data.ptr for c in cs),
+                         nx, ny, nz, fx, fy, fz, *offsets])
+        shared_bytes = 4 * offset
+        staged = shared_bytes <= _shared_limit()
+        entry = _tables[key] = (cupy.asarray(np.array(rows, dtype=np.int64).ravel()),
+                                shared_bytes if staged else 0)
+    table, shared_bytes = entry
+    kernel = _kernel("coarse_vcycle_block")
+    device = cupy.cuda.Device().id
+    if shared_bytes > 48 * 1024 and device not in _shared_set:
+        # opt in to the whole per-block shared memory once (an attribute of the function)
+        limit = _shared_limit()
+        if hasattr(kernel, "max_dynamic_shared_size_bytes"):
+            kernel.max_dynamic_shared_size_bytes = limit
+        else:
+            from cupy.cuda import driver
+            driver.funcSetAttribute(kernel.ptr, 8, limit)  # MAX_DYNAMIC_SHARED_SIZE_BYTES
+        _shared_set.add(device)
+    kernel((1,), (1024,), (table, _i(levels), _f(1.0), _i(smoothing_pairs), _i(coarsest_pairs),
+                           _i(1 if shared_bytes else 0), _i(WARP_LEVEL_CELLS)),
+           shared_mem=shared_bytes)
 
 
 RZ, DQ, RR, RZ_NEXT, BB = 0, 1, 2, 3, 4

@@ -182,6 +182,92 @@ def test_cuda_smoother_and_cg_kernels_match_reference(kernels):
     np.testing.assert_array_equal(xp.asnumpy(ds), hs)
 
 
+def _level_stack(xp, shape, rng, coef_dtype=np.float32):
+    """Random multigrid levels below ``shape`` (as the wind solver builds them): lists of
+    solution, rhs, residual arrays, coefficients and factors on the device."""
+    from snowfall.snow_addon.wind import boundary_corrections, multigrid_levels
+    levels = multigrid_levels(shape)
+    solid = (rng.random(shape) < 0.2).astype(np.uint8)
+    coefs = [_coef(shape, solid, (1, 0, 0, 1))]
+    spacing = (1, 1, 1)
+    for (lshape, factors), (cshape, _f) in zip(levels[:-1], levels[1:]):
+        fz, fy, fx = factors
+        ncz, ncy, ncx = cshape
+        coarse = (np.zeros((ncz, ncy, ncx + 1), np.float32), np.zeros((ncz, ncy + 1, ncx), np.float32),
+                  np.zeros((ncz + 1, ncy, ncx), np.float32))
+        ref_pressure.restrict_coefficients(*coefs[-1], fx, fy, fz,
+                                           *boundary_corrections(spacing, factors), *coarse)
+        coefs.append(coarse)
+        spacing = tuple(a * f for a, f in zip(spacing, factors))
+    host = dict(sol=[rng.standard_normal(s).astype(np.float32) for s, _f in levels],
+                rhs=[rng.standard_normal(s).astype(np.float32) for s, _f in levels],
+                res=[rng.standard_normal(s).astype(np.float32) for s, _f in levels],
+                coef=coefs, factors=[f for _s, f in levels])
+    return host
+
+
+def _device_stack(xp, host):
+    return dict(sol=[xp.asarray(a) for a in host["sol"]], rhs=[xp.asarray(a) for a in host["rhs"]],
+                res=[xp.asarray(a) for a in host["res"]],
+                coef=[tuple(xp.asarray(c) for c in cs) for cs in host["coef"]],
+                factors=host["factors"])
+
+
+def _kernel_sequence(kp, st, start, smoothing, coarsest):
+    """The V-cycle's coarse end as the per-level kernels that coarse_vcycle replaces."""
+    last = len(st["sol"]) - 1
+    for level in range(start, last):
+        st["sol"][level].fill(0)
+        kp.redblack_pairs(st["sol"][level], st["rhs"][level], *st["coef"][level], 1.0, 0, smoothing)
+        kp.residual(st["sol"][level], st["rhs"][level], *st["coef"][level], st["res"][level])
+        fz, fy, fx = st["factors"][level]
+        kp.restrict_residual(st["res"][level], fx, fy, fz, st["rhs"][level + 1])
+    st["sol"][last].fill(0)
+    kp.redblack_pairs(st["sol"][last], st["rhs"][last], *st["coef"][last], 1.0, 0, coarsest)
+    kp.redblack_pairs(st["sol"][last], st["rhs"][last], *st["coef"][last], 1.0, 1, coarsest)
+    for level in range(last - 1, start - 1, -1):
+        fz, fy, fx = st["factors"][level]
+        kp.prolong_add(st["sol"][level + 1], *st["coef"][level], fx, fy, fz, st["sol"][level])
+        kp.redblack_pairs(st["sol"][level], st["rhs"][level], *st["coef"][level], 1.0, 1, smoothing)
+
+
+# odd sizes, one axis that stops coarsening early, a level above the one-block smoother's
+# size (the fused kernel must do what the multi-launch sweeps do there too)
+# warp_cells: levels worked on by one warp (none, the tiny ones, all of them)
+@pytest.mark.parametrize("warp_cells", [0, 64, 10 ** 6])
+@pytest.mark.parametrize("staged", [True, False])  # levels copied to shared memory or not
+@pytest.mark.parametrize("shape", [(5, 7, 9), (3, 37, 70), (9, 21, 30), (24, 40, 38)])
+def test_cuda_coarse_vcycle_is_the_kernel_sequence(kernels, shape, staged, warp_cells, monkeypatch):
+    _gw, gp, xp = kernels
+    monkeypatch.setattr(gp, "_tables", {})
+    monkeypatch.setattr(gp, "WARP_LEVEL_CELLS", warp_cells)
+    if not staged:
+        monkeypatch.setattr(gp, "_shared_limit", lambda: 0)
+    rng = np.random.default_rng(25)
+    host = _level_stack(xp, shape, rng)
+    start = 1 if len(host["sol"]) > 1 else 0
+    smoothing, coarsest = 3, 2 * max(host["sol"][-1].shape) + 4
+    sequence = _device_stack(xp, host)
+    _kernel_sequence(gp, sequence, start, smoothing, coarsest)
+    fused = _device_stack(xp, host)
+    pick = slice(start, None)
+    gp.coarse_vcycle(fused["sol"][pick], fused["rhs"][pick], fused["res"][pick], fused["coef"][pick],
+                     fused["factors"][pick], smoothing, coarsest)
+    for name in ("sol", "rhs", "res"):
+        for a, b in zip(fused[name][pick], sequence[name][pick]):
+            np.testing.assert_array_equal(xp.asnumpy(a), xp.asnumpy(b))
+    expected = {k: [a.copy() for a in v] if k in ("sol", "rhs", "res") else v for k, v in host.items()}
+    ref_pressure.coarse_vcycle(expected["sol"][pick], expected["rhs"][pick], expected["res"][pick],
+                               expected["coef"][pick], expected["factors"][pick], smoothing, coarsest)
+    scale = max(float(np.abs(expected["sol"][start]).max()), 1.0)
+    _close(fused["sol"][start], expected["sol"][start], xp, tol=1e-5 * scale)
+    # a second call on the same arrays (the cached level table) gives the same bits
+    again = xp.asnumpy(fused["sol"][start]).copy()
+    gp.coarse_vcycle(fused["sol"][pick], fused["rhs"][pick], fused["res"][pick], fused["coef"][pick],
+                     fused["factors"][pick], smoothing, coarsest)
+    np.testing.assert_array_equal(xp.asnumpy(fused["sol"][start]), again)
+
+
 def _box(backend_name, **changes):
     from snowfall.snow_addon.backend import select_backend
     from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
