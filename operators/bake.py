@@ -57,10 +57,22 @@ def flake_cache_folder(cache_folder: str, scene) -> str:
     return os.path.join(os.path.normpath(bpy.path.abspath(raw)), scene_dir, "flakes") + os.sep
 
 
-def _fingerprint(settings: SnowSettings, vertices, triangles, frame_start, substeps) -> str:
+def _fingerprint(settings: SnowSettings, terrain_digest: str, frame_start: int, substeps: int,
+                 frame: int) -> str:
+    """What the baked state of ``frame`` depends on: the settings (animated wind only up to
+    that frame's time, so extending the scene's end frame keeps Resume possible), the
+    terrain, the start frame and the substeps."""
+    values = settings.to_dict()
+    seconds = (frame - frame_start) * substeps * settings.time_step
+    values["wind_keys"] = [k for k in settings.wind_keys if k[0] <= seconds + 1e-9]
     digest = hashlib.sha256()
-    digest.update(json.dumps(settings.to_dict(), sort_keys=True, default=str).encode())
-    digest.update(json.dumps([int(frame_start), int(substeps)]).encode())
+    digest.update(json.dumps(values, sort_keys=True, default=str).encode())
+    digest.update(json.dumps([int(frame_start), int(substeps), terrain_digest]).encode())
+    return digest.hexdigest()
+
+
+def _terrain_digest(vertices, triangles) -> str:
+    digest = hashlib.sha256()
     digest.update(np.ascontiguousarray(vertices, dtype=np.float64).tobytes())
     digest.update(np.ascontiguousarray(triangles, dtype=np.int64).tobytes())
     return digest.hexdigest()
@@ -135,8 +147,8 @@ class BakeJob:
         self.parts = terrain.parts
         vertices, triangles = terrain.vertices, terrain.triangles
         self.cache = scene_cache_folder(cache_root, scene)
-        self.fingerprint = _fingerprint(settings, vertices, triangles, self.frame_start,
-                                        self.substeps)
+        self.settings = settings
+        self.terrain_digest = _terrain_digest(vertices, triangles)
         state_path = None
         if resume:
             if not props.has_bake:
@@ -145,7 +157,7 @@ class BakeJob:
             if meta is None:
                 raise SnowInputError("cache_folder", f"no resume state in '{self.cache}'",
                                      "baking again (the cache folder was moved or freed)")
-            if meta.get("fingerprint") != self.fingerprint:
+            if meta.get("fingerprint") != self.fingerprint(props.baked_frame_end):
                 raise SnowInputError("bake", "the settings, frame range start or terrain "
                                      "changed since the bake", "restoring them, or baking again")
             if meta.get("frame") != props.baked_frame_end:
@@ -175,6 +187,9 @@ class BakeJob:
                 raise SnowInputError("cache_folder", "the resume state does not match the "
                                      "baked frames", "baking again")
 
+        if resume and props.flake_emitter is None:
+            raise SnowInputError("flake_emitter", "the flake emitter was deleted", "baking again")
+
         # --- from here on the file and the cache change -----------------------------------
         self.scale = unit_scale(scene)
         if resume:
@@ -182,9 +197,6 @@ class BakeJob:
             for part in self.parts:
                 snow_output.remove_frames_after(part.obj, self.frame)
             self.emitter = props.flake_emitter
-            if self.emitter is None:
-                raise SnowInputError("flake_emitter", "the flake emitter was deleted",
-                                     "baking again")
         else:
             free_bake(scene)
             os.makedirs(self.cache, exist_ok=True)
@@ -208,6 +220,10 @@ class BakeJob:
         self.finished = False
         if not resume:
             self._write_frame(self.frame_start, first=True)
+
+    def fingerprint(self, frame: int) -> str:
+        return _fingerprint(self.settings, self.terrain_digest, self.frame_start, self.substeps,
+                            frame)
 
     # --- progress ---------------------------------------------------------------------------
     @property
@@ -283,7 +299,8 @@ class BakeJob:
         sim.save_state(os.path.join(self.cache, state_name))
         meta = read_meta(self.cache) if not first else None
         _write_json_atomic(os.path.join(self.cache, META_NAME),
-                           {"frame": frame, "state": state_name, "fingerprint": self.fingerprint,
+                           {"frame": frame, "state": state_name,
+                            "fingerprint": self.fingerprint(frame),
                             "frame_start": self.frame_start, "substeps": self.substeps})
         if meta is not None and meta.get("state") not in (None, state_name):
             old = os.path.join(self.cache, meta["state"])
@@ -480,7 +497,8 @@ CLASSES = (SNOWFALL_OT_bake, SNOWFALL_OT_resume, SNOWFALL_OT_free)
 def register():
     for cls in CLASSES:
         bpy.utils.register_class(cls)
-    bpy.app.handlers.load_pre.append(_stop_running_jobs)
+    if _stop_running_jobs not in bpy.app.handlers.load_pre:
+        bpy.app.handlers.load_pre.append(_stop_running_jobs)
 
 
 def unregister():

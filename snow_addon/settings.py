@@ -23,6 +23,22 @@ PRESSURE_SOLVERS = ("mgpcg", "sor5")
 SNOW_TYPES = ("dry", "wet")
 
 
+def _wind_keys(keys) -> tuple:
+    """``keys`` as a tuple of (time_s, speed, direction_deg) float triples, or
+    SnowInputError naming ``wind_keys``."""
+    example = "((0.0, 5.0, 0.0), (2.0, 8.0, 30.0))"
+    try:
+        triples = tuple(tuple(float(x) for x in key) for key in keys)
+    except (TypeError, ValueError) as error:
+        raise SnowInputError("wind_keys", f"must be a sequence of (time_s, speed, direction_deg)"
+                             f" numbers ({error})", example) from None
+    for index, key in enumerate(triples):
+        if len(key) != 3 or not all(math.isfinite(x) for x in key):
+            raise SnowInputError("wind_keys", f"key {index} must be (time_s, speed, direction_deg)"
+                                 f" with finite numbers, got {key!r}", example)
+    return triples
+
+
 @dataclass
 class SnowSettings:
     """Everything a bake needs besides the terrain arrays.
@@ -104,7 +120,7 @@ class SnowSettings:
                                  "one of " + ", ".join(sorted(names)))
         values = dict(values)
         if "wind_keys" in values:
-            values["wind_keys"] = tuple(tuple(float(x) for x in k) for k in values["wind_keys"])
+            values["wind_keys"] = _wind_keys(values["wind_keys"])
         return cls(**values)
 
     def validate(self) -> "SnowSettings":
@@ -146,13 +162,11 @@ class SnowSettings:
         finite("gust_strength", 0.3, 0.0, 1.0)
         finite("gust_period", 2.0, 0.0, low_open=True)
         finite("gust_direction_jitter", 10.0, 0.0, 180.0)
-        for index, key in enumerate(self.wind_keys):
-            if len(key) != 3 or not all(math.isfinite(float(x)) for x in key):
-                raise SnowInputError("wind_keys", f"key {index} must be (time_s, speed, direction_deg)"
-                                     f" with finite numbers, got {key!r}", "((0.0, 5.0, 0.0),)")
-            if float(key[1]) < 0:
+        keys = _wind_keys(self.wind_keys)
+        for index, key in enumerate(keys):
+            if key[1] < 0:
                 raise SnowInputError("wind_keys", f"key {index} has a negative speed", "0 or more")
-            if index and float(key[0]) < float(self.wind_keys[index - 1][0]):
+            if index and key[0] < keys[index - 1][0]:
                 raise SnowInputError("wind_keys", "keys must be sorted by time",
                                      "sorted((t, speed, dir) ...)")
         if self.pressure_solver not in PRESSURE_SOLVERS:

@@ -19,7 +19,7 @@ from .errors import SnowInputError, SnowMemoryError
 from .flakes import FlakeSystem
 from .grid import WindGrid
 from .settings import SnowSettings
-from .terrain import Heightmap, build_heightmap, check_terrain_arrays, vertex_snow_depth
+from .terrain import Heightmap, build_heightmap, vertex_snow_depth
 from .wind import WindSolver, WindStepInfo
 
 #: Share of the backend's free memory a bake may plan to use (the rest is headroom for
@@ -121,9 +121,10 @@ class Simulation:
         settings.validate()
         self.settings = settings
         self.backend = select_backend(backend)
-        vertices, triangles = check_terrain_arrays(vertices, triangles)
-        self.heightmap: Heightmap = build_heightmap(vertices, triangles,
-                                                    settings.heightmap_resolution)
+        # The heightmap is built once, on the host: the reference or the Numba build.
+        self.heightmap: Heightmap = build_heightmap(
+            vertices, triangles, settings.heightmap_resolution,
+            backend_name="numpy" if self.backend.name == "numpy" else "cpu")
         self.grid = WindGrid.for_terrain(self.heightmap.grid, self.heightmap.z_min,
                                          self.heightmap.z_max, settings)
         self.memory_plan = plan_memory(settings, self.heightmap.grid, self.grid, self.backend,
@@ -241,19 +242,37 @@ class Simulation:
         return state
 
     def load_state_dict(self, state: dict) -> None:
+        """Replace the state by ``state`` (from ``state_dict``). All or nothing: when any
+        part is rejected (SnowInputError), the simulation is left as it was."""
         version = int(state.get("format_version", -1))
         if version != STATE_FORMAT_VERSION:
             raise SnowInputError("state", f"format version {version} is not supported",
                                  f"a state saved by this version ({STATE_FORMAT_VERSION})")
+        if "step_index" not in state:
+            raise SnowInputError("state", "has no step_index", "a file written by save_state")
         parts = {"wind": self.wind, "cover": self.cover, "flakes": self.flakes}
         split: dict[str, dict] = {name: {} for name in parts}
         for key, value in state.items():
             prefix, _, rest = key.partition(".")
             if prefix in split and rest:
                 split[prefix][rest] = value
-        if self.flakes is not None and not split["flakes"]:
-            raise SnowInputError("state", "holds no flakes but this simulation has flakes",
-                                 "a state saved from a simulation with flakes")
+        if (self.flakes is not None) != bool(split["flakes"]):
+            have = "has" if self.flakes is not None else "has no"
+            raise SnowInputError("state", f"does not match this simulation, which {have} flakes",
+                                 "a state saved from a simulation built the same way")
+        backup = self.state_dict()
+        try:
+            self._assign_state(parts, split, state)
+        except BaseException:
+            backup_split = {name: {} for name in parts}
+            for key, value in backup.items():
+                prefix, _, rest = key.partition(".")
+                if prefix in backup_split and rest:
+                    backup_split[prefix][rest] = value
+            self._assign_state(parts, backup_split, backup)
+            raise
+
+    def _assign_state(self, parts: dict, split: dict, state: dict) -> None:
         for name, part in parts.items():
             if part is not None:
                 part.load_state_dict(split[name])

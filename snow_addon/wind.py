@@ -54,7 +54,9 @@ def base_wind(settings, time: float) -> tuple[float, float]:
         return float(settings.wind_speed), float(settings.wind_direction)
     times = [float(k[0]) for k in keys]
     speed = float(np.interp(time, times, [float(k[1]) for k in keys]))
-    heading = float(np.interp(time, times, [float(k[2]) for k in keys]))
+    # Unwrapped so that keys at 350 and 10 degrees turn the short way, through 0.
+    headings = np.degrees(np.unwrap(np.radians([float(k[2]) for k in keys])))
+    heading = float(np.interp(time, times, headings))
     return speed, heading
 
 

@@ -153,6 +153,31 @@ def test_resume_after_reload_equals_an_uninterrupted_bake(addon, tools, tmp_path
         bpy.ops.snowfall.resume()
 
 
+def test_resume_extends_a_finished_bake_with_animated_wind(addon, tools, tmp_path):
+    """Keyframed wind is sampled up to the end frame; a finished bake extended to a later
+    end frame resumes and equals a bake of the whole range."""
+    scene = addon
+    props = tools.small_settings(scene, tmp_path / "cache", frames=5)
+    terrain = tools.grid_object()
+    props.wind_speed = 2.0
+    props.keyframe_insert("wind_speed", frame=1)
+    props.wind_speed = 12.0
+    props.keyframe_insert("wind_speed", frame=5)
+    bpy.ops.snowfall.set_terrain()
+    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    full_depth = _frames(terrain, range(1, 6))
+    bpy.ops.snowfall.free()
+
+    scene.frame_end = 3
+    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    scene.frame_end = 5
+    assert bpy.ops.snowfall.resume() == {"FINISHED"}
+    assert snow_output.baked_frames(terrain) == [1, 2, 3, 4, 5]
+    for frame in range(1, 6):
+        np.testing.assert_array_equal(snow_output.read_snow_frame(terrain, frame),
+                                      full_depth[frame])
+
+
 def test_resume_refuses_changed_settings(addon, tools, tmp_path):
     scene = addon
     tools.small_settings(scene, tmp_path, frames=4)

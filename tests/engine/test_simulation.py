@@ -124,3 +124,24 @@ def test_too_many_flakes_fails_before_allocating(hill, monkeypatch):
     assert info.value.setting == "flake_count"
     assert "flake_count <=" in info.value.suggestion
     assert allocations == []
+
+
+def test_rejected_state_leaves_the_simulation_unchanged(hill):
+    sim = Simulation(small_settings(), *hill, backend="cpu")
+    sim.step(3)
+    state = sim.state_dict()
+    before = sim.state_dict()
+    state["cover.snow_depth"] = state["cover.snow_depth"].astype(np.float64)  # wrong dtype
+    state["wind.u"] = state["wind.u"] + np.float32(1.0)                        # loads first
+    state["step_index"] = np.int64(99)
+    with pytest.raises(SnowInputError):
+        sim.load_state_dict(state)
+    after = sim.state_dict()
+    assert sim.step_index == 3
+    for key in before:
+        np.testing.assert_array_equal(after[key], before[key], err_msg=key)
+    with pytest.raises(SnowInputError, match="step_index"):
+        sim.load_state_dict({k: v for k, v in before.items() if k != "step_index"})
+    wind_only = Simulation(small_settings(), *hill, backend="cpu", flakes=False)
+    with pytest.raises(SnowInputError, match="flakes"):
+        wind_only.load_state_dict(before)

@@ -305,3 +305,21 @@ def test_estimate_bytes_covers_the_allocation():
             arrays += [level.rhs, level.solution]
     allocated = sum(a.nbytes for a in {id(a): a for a in arrays}.values())
     assert WindSolver.estimate_bytes(settings, grid) == allocated
+
+
+def test_keyed_heading_turns_the_short_way_through_zero():
+    from snowfall.snow_addon.wind import base_wind
+
+    settings = SnowSettings(wind_keys=((0.0, 5.0, 350.0), (10.0, 5.0, 10.0)))
+    speed, heading = base_wind(settings, 5.0)
+    assert speed == pytest.approx(5.0)
+    assert math.cos(math.radians(heading)) == pytest.approx(1.0)   # blowing toward +X
+
+
+@pytest.mark.parametrize("keys", [((0, "a", 0),), 5, ((0.0, 1.0),), ((0.0, float("nan"), 0.0),)])
+def test_malformed_wind_keys_name_the_setting(keys):
+    with pytest.raises(SnowInputError) as info:
+        SnowSettings(wind_keys=keys).validate()
+    assert info.value.setting == "wind_keys" and info.value.suggestion
+    with pytest.raises(SnowInputError):
+        SnowSettings.from_dict({"wind_keys": keys}).validate()
