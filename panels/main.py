@@ -123,32 +123,29 @@ def draw_snowfall(layout, context):
     sub.operator("snowfall.free", text="Free", icon="TRASH")
 
 
-class PHYSICS_PT_snowfall(bpy.types.Panel):
+class _SnowfallPanel:
+    """The same settings panel, shown in the Physics tab and in the 3D-view sidebar."""
+
     bl_label = "Snowfall"
+
+    @classmethod
+    def poll(cls, context):
+        return context.scene is not None and hasattr(context.scene, "snowfall")
+
+    def draw(self, context):
+        draw_snowfall(self.layout, context)
+
+
+class PHYSICS_PT_snowfall(_SnowfallPanel, bpy.types.Panel):
     bl_space_type = "PROPERTIES"
     bl_region_type = "WINDOW"
     bl_context = "physics"
 
-    @classmethod
-    def poll(cls, context):
-        return context.scene is not None and hasattr(context.scene, "snowfall")
 
-    def draw(self, context):
-        draw_snowfall(self.layout, context)
-
-
-class VIEW3D_PT_snowfall(bpy.types.Panel):
-    bl_label = "Snowfall"
+class VIEW3D_PT_snowfall(_SnowfallPanel, bpy.types.Panel):
     bl_space_type = "VIEW_3D"
     bl_region_type = "UI"
     bl_category = "Snow"
-
-    @classmethod
-    def poll(cls, context):
-        return context.scene is not None and hasattr(context.scene, "snowfall")
-
-    def draw(self, context):
-        draw_snowfall(self.layout, context)
 
 
 CLASSES = (PHYSICS_PT_snowfall, VIEW3D_PT_snowfall)
