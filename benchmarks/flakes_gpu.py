@@ -4,12 +4,20 @@ per-step cost with a sort every SORT_INTERVAL steps, and the cover step (deposit
 also clears the next hit buffer, and redistribution) on 768x768 and 4096x4096.
 
 Run from the repository root with the package importable as ``snowfall``:
-    python3 benchmarks/flakes_gpu.py [--variants 256,128,128x10,128x12] [--counts 2097152,100000000]
-        [--baseline DIR] [--json out.json]
-A variant is BLOCK or BLOCKxMIN_BLOCKS_PER_SM (``__launch_bounds__`` of step_flakes).
+    python3 benchmarks/flakes_gpu.py [--variants 256,128,128x10,128f,128p,128g,128w] [--counts 2097152,100000000]
+        [--baseline DIR] [--flakes-baseline FILE] [--json out.json]
+A variant is BLOCK or BLOCKxMIN_BLOCKS_PER_SM (``__launch_bounds__`` of step_flakes),
+optionally followed by one measurement-only change of step_flakes: ``f`` float ``sincosf``
+instead of the double ``sincos`` (last bits differ from the CPU), ``p`` the float32
+polynomial of ``_POLYNOMIAL_SINCOS`` (the same operations could run on every backend),
+and two ablations whose results are wrong, to
+see what the gathers cost: ``g`` no ground sample (no hits), ``w`` no wind sample (still
+air everywhere).
 ``--baseline DIR`` also times DIR/gpu_cover.py (a copy of the older kernels/gpu/cover.py:
 deposit_hits without the next buffer, hit_counts.fill(0), redistribution_fluxes +
-apply_fluxes) for before/after. Times are CUDA-event medians.
+apply_fluxes) for before/after. ``--flakes-baseline FILE`` also times FILE (a copy of an
+older kernels/gpu/flakes.py with the same kernel arguments) on the same scenes, before and
+after the variants. Times are CUDA-event medians.
 Fractions of copy: bytes the kernel must move (flakes: 60 per flake, flake_id and 7 floats
 read, 7 floats written; cover: listed below) over time, divided by the copy's bytes/s.
 """
@@ -31,6 +39,7 @@ from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
 from snowfall.snow_addon.settings import SnowSettings
 
 FLAKE_BYTES = 60
+DEFAULT_BLOCK, DEFAULT_MIN_BLOCKS = gpu_flakes.BLOCK, gpu_flakes.MIN_BLOCKS_PER_SM
 DEPOSIT_BYTES = 4 + 4 + 1 + 4 + 4 + 4      # hits, scale, mask, depth read; depth, next hits written
 REDISTRIBUTE_BYTES = 4 + 4 + 1 + 4         # height, depth, mask read; spare depth written
 OLD_FLUX_BYTES = 4 + 4 + 1 + 8 + 8 + 4 + 4  # fluxes: h, s, mask read, 2 fluxes written; apply: 2 fluxes read, depth rw
@@ -77,19 +86,81 @@ def scene(count, nx, ny, nz, backend, nodes=768):
     return settings, heightmap, grid, wind
 
 
-def set_variant(block, min_blocks):
+_DOUBLE_SINCOS = "double s, c;\n    sincos((double)th, &s, &c);"
+_FLOAT_SINCOS = "float s, c;\n    sincosf(th, &s, &c);"
+# th in [0, 2 pi): quadrant reduction, then Cephes' sinf/cosf polynomials on [-pi/4, pi/4]
+_POLYNOMIAL_SINCOS = """float s, c;
+    {
+        int q = (int)floorf(th * 0.636619772f + 0.5f);
+        float r = (th - (float)q * 1.57079637f) - (float)q * -4.37113883e-8f;
+        float r2 = r * r;
+        float sr = r + r * r2 * (-1.66666546e-1f + r2 * (8.33216087e-3f + r2 * -1.95152959e-4f));
+        float cr = (1.0f - 0.5f * r2) + r2 * r2 * (4.16666456e-2f + r2 * (-1.38873163e-3f + r2 * 2.44331571e-5f));
+        switch (q & 3) {
+            case 0: s = sr; c = cr; break;
+            case 1: s = cr; c = -sr; break;
+            case 2: s = -sr; c = -cr; break;
+            default: s = -cr; c = sr; break;
+        }
+    }"""
+
+
+_GROUND_SAMPLE = """float ground = sample_bilinear(height, hnx, hny, hx0, hy0, spacing, x, y)
+                 + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y);
+    float inv_spacing"""
+_WIND_SAMPLE = "float3 wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);"
+_CHANGES = {"f": (_DOUBLE_SINCOS, _FLOAT_SINCOS), "p": (_DOUBLE_SINCOS, _POLYNOMIAL_SINCOS),
+            "g": (_GROUND_SAMPLE, "float ground = -1.0e30f;\n    float inv_spacing"),
+            "w": (_WIND_SAMPLE, "float3 wind = make_float3(0.0f, 0.0f, 0.0f);")}
+
+
+def set_variant(block, min_blocks, change=""):
     gpu_flakes.BLOCK = block
-    gpu_flakes.SOURCE = gpu_flakes.kernel_source(block, min_blocks)
+    source = gpu_flakes.kernel_source(block, min_blocks)
+    if change:
+        old, new = _CHANGES[change]
+        step = source.index("step_flakes(")
+        assert old in source[step:], f"step_flakes no longer contains {old!r}"
+        source = source[:step] + source[step:].replace(old, new, 1)
+    gpu_flakes.SOURCE = source
 
 
-def time_flakes(count, dims, backend, variants, copy_bw):
+def load_flakes_baseline(path):
+    spec = importlib.util.spec_from_file_location("snowfall.kernels.gpu._baseline_gpu_flakes", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BaselineFlakeKernels:
+    """The current flake kernels with step_flakes (same arguments) of an older build."""
+
+    def __init__(self, module):
+        self.step_flakes = module.step_flakes
+
+    def __getattr__(self, name):
+        return getattr(gpu_flakes, name)
+
+
+def time_flakes(count, dims, backend, variants, copy_bw, flakes_baseline=None):
     settings, heightmap, grid, wind = scene(count, *dims, backend)
     cover = SnowCover(settings, heightmap, grid, backend)
     flakes = FlakeSystem(settings, grid, heightmap.grid, backend)
     dt = np.float32(1 / 24)
     out = {}
-    for block, min_blocks in variants:
-        set_variant(block, min_blocks)
+    current_kernels = flakes.kernels
+    runs = list(variants)
+    if flakes_baseline is not None:
+        runs = [("before",)] + runs + [("before (again)",)]
+    for variant in runs:
+        if variant[0] in ("before", "before (again)"):
+            flakes.kernels = BaselineFlakeKernels(flakes_baseline)
+            label = variant[0]
+        else:
+            block, min_blocks, change = variant
+            flakes.kernels = current_kernels
+            set_variant(block, min_blocks, change)
+            label = f"block{block}" + (f"x{min_blocks}" if min_blocks else "") + change
         flakes.initialize(wind, cover.height, cover.snow_depth)
         interval = gpu_flakes.SORT_INTERVAL
 
@@ -110,7 +181,6 @@ def time_flakes(count, dims, backend, variants, copy_bw):
         for key in ("unsorted_step_ms", "sorted_first_step_ms", "sorted_median_step_ms",
                     f"per_step_incl_sort{interval}_ms"):
             r[key.replace("_ms", "_frac_copy")] = count * FLAKE_BYTES / (r[key] * 1e-3) / copy_bw
-        label = f"block{block}" + (f"x{min_blocks}" if min_blocks else "")
         print(f"  {label}: " + ", ".join(f"{k} {v:.4g}" for k, v in r.items()), flush=True)
         out[label] = r
     cover.hit_counts[...] = 0
@@ -194,6 +264,7 @@ def main():
     parser.add_argument("--counts", default="2097152,100000000")
     parser.add_argument("--cover-nodes", default="768,4096")
     parser.add_argument("--baseline", default=None)
+    parser.add_argument("--flakes-baseline", default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     backend = select_backend("gpu")
@@ -204,15 +275,19 @@ def main():
     results = {"copy_GBps": copy_bw / 1e9}
     variants = []
     for item in args.variants.split(","):
-        block, _, min_blocks = item.partition("x")
-        variants.append((int(block), int(min_blocks or 0)))
+        change = item[-1] if item[-1] in _CHANGES else ""
+        block, _, min_blocks = item.rstrip("".join(_CHANGES)).partition("x")
+        variants.append((int(block), int(min_blocks or 0), change))
+    flakes_baseline = load_flakes_baseline(args.flakes_baseline) if args.flakes_baseline else None
     dims = {2_097_152: (256, 256, 32)}
     for count in (int(c) for c in args.counts.split(",")):
         nx, ny, nz = dims.get(count, (512, 512, 64))
         print(f"flakes {count:,}, wind {nx}x{ny}x{nz}, heightmap 768x768", flush=True)
-        results[f"flakes_{count}"] = time_flakes(count, (nx, ny, nz), backend, variants, copy_bw)
+        results[f"flakes_{count}"] = time_flakes(count, (nx, ny, nz), backend, variants, copy_bw,
+                                                 flakes_baseline)
+    set_variant(DEFAULT_BLOCK, DEFAULT_MIN_BLOCKS)
     baseline = load_baseline(args.baseline) if args.baseline else None
-    for nodes in (int(n) for n in args.cover_nodes.split(",")):
+    for nodes in (int(n) for n in args.cover_nodes.split(",") if n):
         results[f"cover_{nodes}"] = time_cover(nodes, backend, copy_bw, baseline)
     if args.json:
         with open(args.json, "w") as f:
