@@ -33,6 +33,7 @@ import numpy as np
 import snowfall.kernels.gpu.common  # noqa: F401  (parent package of --baseline modules)
 from snowfall.kernels.gpu import flakes as gpu_flakes
 from snowfall.snow_addon.backend import select_backend
+from snowfall.snow_addon.cli import copy_bandwidth as cli_copy_bandwidth
 from snowfall.snow_addon.cover import SnowCover
 from snowfall.snow_addon.flakes import FlakeSystem
 from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
@@ -62,12 +63,10 @@ def timed(fn, reps=20, warm=3):
 
 
 def copy_bandwidth(nbytes):
-    """Bytes/s (read + write) of a device-to-device copy of nbytes."""
-    src = cp.zeros(nbytes // 4, cp.float32)
-    dst = cp.empty_like(src)
-    t = timed(lambda: cp.copyto(dst, src), 20)
-    del src, dst
-    return 2 * nbytes / t, t
+    """(bytes/s read + written, seconds) of a device-to-device copy of ``nbytes``: the
+    command line's measurement (snow_addon.cli.copy_bandwidth), one home for it."""
+    bandwidth = cli_copy_bandwidth(select_backend("gpu"), nbytes=nbytes, repeats=20)
+    return bandwidth, 2 * nbytes / bandwidth
 
 
 def scene(count, nx, ny, nz, backend, nodes=768):
