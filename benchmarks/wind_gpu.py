@@ -3,9 +3,12 @@ step (default mgpcg, tolerance 1e-4, warm start), MG-PCG from zero vs 25 Jacobi 
 
 Run from the repository root with the package importable as ``snowfall``:
     python3 benchmarks/wind_gpu.py [--pairs 3,2] [--baseline DIR] [--sizes 256x256x32,128x128x32]
-        [--coarse-cells 0,4096] [--warp-cells 0,64] [--no-kernels] [--json out.json]
+        [--coarse-cells 0,4096] [--warp-cells 0,64] [--extrapolate 1,0] [--no-kernels]
+        [--json out.json]
 ``--baseline DIR`` also times kernel modules loaded from DIR/gpu_wind.py and
-DIR/gpu_pressure.py (copies of older kernels/gpu/{wind,pressure}.py) for before/after.
+DIR/gpu_pressure.py (copies of older kernels/gpu/{wind,pressure}.py) for before/after;
+the pressure copy must have transfer_scale, restrict_scaled_residual and
+prolong_scaled_add (run 6), which the current WindSolver calls.
 Times are CUDA-event medians; a whole step includes its host reads of the CG scalars.
 """
 import argparse
@@ -151,6 +154,8 @@ def main():
     parser.add_argument("--warp-cells", default=None,
                         help="comma list of WARP_LEVEL_CELLS values to time (0: no warp-only levels)")
     parser.add_argument("--no-kernels", action="store_true", help="skip the per-kernel timings")
+    parser.add_argument("--extrapolate", default="1",
+                        help="comma list of warm starts to time: 1 = 2 p_n - p_(n-1), 0 = p_n")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     results = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
@@ -179,7 +184,10 @@ def main():
                                  (cells, warp)))
     for size in args.sizes.split(","):
         nx, ny, nz = (int(n) for n in size.split("x"))
-        for name, pairs, modules in variants:
+        for (name, pairs, modules), extrapolate in [(v, int(e)) for v in variants
+                                                     for e in args.extrapolate.split(",")]:
+            wind_module.EXTRAPOLATE_PRESSURE = bool(extrapolate)
+            name = f"{name} extrapolate={extrapolate}"
             wind_module.SMOOTHING_PAIRS = pairs
             if isinstance(modules, tuple):
                 (gpu_pressure.COARSE_VCYCLE_CELLS, gpu_pressure.WARP_LEVEL_CELLS), modules = modules, None
@@ -191,6 +199,7 @@ def main():
                                    for k, v in r.items()}), flush=True)
             cp.get_default_memory_pool().free_all_blocks()
         wind_module.SMOOTHING_PAIRS = default_pairs
+        wind_module.EXTRAPOLATE_PRESSURE = True
         ws5 = scene(nx, ny, nz, solver="sor5")
         s5 = [0]
 

@@ -25,6 +25,10 @@ GUST_DIRECTION_STREAM = 0x4757_0002
 SMOOTHING_PAIRS = 3
 #: An axis is halved on the next coarser level while it has at least this many cells.
 COARSEN_MIN_CELLS = 4
+#: The backends' kernels.*.pressure.COARSE_VCYCLE_CELLS (the same in all of them).
+COARSE_VCYCLE_CELLS = 4096
+#: Warm start of the "mgpcg" solve: 2 p_n - p_(n-1) (True) or p_n (False).
+EXTRAPOLATE_PRESSURE = True
 
 F32 = np.float32
 
@@ -126,10 +130,20 @@ def _face_shapes(shape):
     return (nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)
 
 
+def _scaled_transfers(index, shape, factors, coarse_vcycle_cells) -> bool:
+    """Whether level ``index`` restricts to and prolongs from the next level with the
+    renormalized transfers: the levels the V-cycle walks one by one (the finest and those
+    above coarse_vcycle_cells cells), not the last level. The coarse end done by
+    coarse_vcycle keeps the plain transfers (measured: renormalizing there too gave the
+    same iteration counts)."""
+    cells = shape[0] * shape[1] * shape[2]
+    return factors != (1, 1, 1) and (index == 0 or cells > coarse_vcycle_cells)
+
+
 class _Level:
     """Arrays of one multigrid level: face coefficients, right-hand side, solution, residual."""
 
-    def __init__(self, xp, shape, factors, spacing, rhs=None, solution=None):
+    def __init__(self, xp, shape, factors, spacing, scaled_transfers, rhs=None, solution=None):
         self.shape = shape
         self.factors = factors  # (fz, fy, fx)
         self.spacing = spacing  # cell size in fine cells (sz, sy, sx)
@@ -139,6 +153,9 @@ class _Level:
         self.rhs = rhs if rhs is not None else xp.zeros(shape, F32)
         self.solution = solution if solution is not None else xp.zeros(shape, F32)
         self.residual = xp.zeros(shape, F32)
+        # transfers to the next level renormalized over its active cells (transfer_scale);
+        # only on the levels the V-cycle walks one by one (see WindSolver._vcycle)
+        self.transfer_scale = xp.zeros(shape, F32) if scaled_transfers else None
 
 
 class WindSolver:
@@ -163,6 +180,8 @@ class WindSolver:
         self.w = xp.zeros(w_shape, F32)
         self._next = (xp.zeros(u_shape, F32), xp.zeros(v_shape, F32), xp.zeros(w_shape, F32))
         self.pressure = xp.zeros(shape, F32)
+        # the pressure of the step before: the warm start extrapolates 2 p_n - p_(n-1)
+        self.pressure_previous = xp.zeros(shape, F32)
         self.solid = xp.zeros(shape, np.uint8)
         self._rhs = xp.zeros(shape, F32)
         self._divergence = xp.zeros(shape, F32)
@@ -170,11 +189,13 @@ class WindSolver:
         self._r, self._z, self._d, self._q = (xp.zeros(shape, F32) for _ in range(4))
         self.levels = []
         spacing = (1, 1, 1)
+        coarse_cells = self._pressure.COARSE_VCYCLE_CELLS
         for index, (level_shape, factors) in enumerate(multigrid_levels(shape)):
+            scaled = _scaled_transfers(index, level_shape, factors, coarse_cells)
             if index == 0:  # the V-cycle preconditions the CG residual into z
-                self.levels.append(_Level(xp, level_shape, factors, spacing, self._r, self._z))
+                self.levels.append(_Level(xp, level_shape, factors, spacing, scaled, self._r, self._z))
             else:
-                self.levels.append(_Level(xp, level_shape, factors, spacing))
+                self.levels.append(_Level(xp, level_shape, factors, spacing, scaled))
             spacing = tuple(s * f for s, f in zip(spacing, factors))
         self._coefficients_for = None  # outflow sides the coefficients were built for
         self._scalars = xp.zeros(self._pressure.SCALAR_SLOTS, np.float64)  # CG dot products
@@ -185,15 +206,18 @@ class WindSolver:
     def estimate_bytes(settings, grid) -> int:
         """Device bytes the solver allocates for ``grid``."""
         total = 0
-        for index, (shape, _f) in enumerate(multigrid_levels(grid.shape)):
+        coarse_cells = COARSE_VCYCLE_CELLS
+        for index, (shape, factors) in enumerate(multigrid_levels(grid.shape)):
             cells = shape[0] * shape[1] * shape[2]
             faces = sum(a * b * c for a, b, c in _face_shapes(shape))
             total += (1 if index == 0 else 4) * faces + 4 * cells * (1 if index == 0 else 3)
+            if _scaled_transfers(index, shape, factors, coarse_cells):
+                total += 4 * cells
         cells = grid.cell_count
         faces = sum(a * b * c for a, b, c in _face_shapes(grid.shape))
-        # u, v, w and their advection buffers; pressure, rhs, divergence, 4 CG vectors; solid
-        # plus the CG scalars (float64)
-        return total + 4 * 2 * faces + 4 * 7 * cells + cells + 8 * 8
+        # u, v, w and their advection buffers; pressure, previous pressure, rhs, divergence,
+        # 4 CG vectors; solid plus the CG scalars (float64)
+        return total + 4 * 2 * faces + 4 * 8 * cells + cells + 8 * 8
 
     # --- inputs ------------------------------------------------------------------------
     def inflow(self, time: float) -> tuple[float, float]:
@@ -236,6 +260,8 @@ class WindSolver:
         if self.settings.pressure_solver == "sor5":
             iterations, relative, converged = self._solve_sor5()
         else:
+            if EXTRAPOLATE_PRESSURE:
+                self._extrapolate_pressure()
             iterations, relative, converged = self._solve_mgpcg()
         cx, cy, cz = self.levels[0].coef
         self._wind.project(self.u, self.v, self.w, self.pressure, cx, cy, cz, dt / h)
@@ -261,6 +287,12 @@ class WindSolver:
             kp.restrict_coefficients(*level.coef, fx, fy, fz,
                                      *boundary_corrections(level.spacing, level.factors),
                                      *coarse.coef)
+            if level.transfer_scale is not None:
+                kp.transfer_scale(*coarse.coef, *level.coef, fx, fy, fz, level.transfer_scale)
+        # The solve never changes the pressure of solid cells: without this, a cell that
+        # turned solid would keep drifting by p_n - p_(n-1) every step.
+        xp = self.xp
+        xp.copyto(self.pressure_previous, self.pressure, where=self.solid != 0)
         self._coefficients_for = outflow
 
     # --- pressure ----------------------------------------------------------------------
@@ -299,9 +331,9 @@ class WindSolver:
         kp.residual(level.solution, level.rhs, *level.coef, level.residual)
         coarse = self.levels[index + 1]
         fz, fy, fx = level.factors
-        kp.restrict_residual(level.residual, fx, fy, fz, coarse.rhs)
+        kp.restrict_scaled_residual(level.residual, level.transfer_scale, fx, fy, fz, coarse.rhs)
         self._vcycle(index + 1)
-        kp.prolong_add(coarse.solution, *level.coef, fx, fy, fz, level.solution)
+        kp.prolong_scaled_add(coarse.solution, level.transfer_scale, fx, fy, fz, level.solution)
         kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 1, SMOOTHING_PAIRS)
 
     def _cg_advance(self) -> None:
@@ -319,10 +351,20 @@ class WindSolver:
         kp.dot(self._r, self._z, self._scalars, kp.RZ_NEXT)
         kp.cg_direction(self._d, self._z, self._scalars)
 
+    def _extrapolate_pressure(self) -> None:
+        """pressure = 2 p_n - p_(n-1) (float32, the doubling is exact), pressure_previous =
+        p_n: the warm start follows the pressure's trend instead of standing still."""
+        xp = self.xp
+        guess = self._q  # free until the solve
+        xp.multiply(self.pressure, F32(2), out=guess)
+        xp.subtract(guess, self.pressure_previous, out=guess)
+        self.pressure_previous[...] = self.pressure
+        self.pressure[...] = guess
+
     def _solve_mgpcg(self):
-        """CG on A p = rhs preconditioned by one V-cycle, warm-started from the pressure.
-        One host read per iteration (r.r for the convergence check).
-        Returns (iterations, relative residual, converged)."""
+        """CG on A p = rhs preconditioned by one V-cycle, started from the pressure (the
+        step extrapolates it first). One host read per iteration (r.r for the convergence
+        check). Returns (iterations, relative residual, converged)."""
         kp = self._pressure
         s = self._scalars
         x, b, r = self.pressure, self._rhs, self._r
@@ -367,7 +409,7 @@ class WindSolver:
         return len(SOR5_RELAXATION), relative, relative <= float(self.settings.pressure_tolerance)
 
     # --- state -------------------------------------------------------------------------
-    _STATE_KEYS = ("u", "v", "w", "pressure", "solid")
+    _STATE_KEYS = ("u", "v", "w", "pressure", "pressure_previous", "solid")
 
     def state_dict(self) -> dict:
         """Host copies of everything a resumed run needs (the coefficients are rebuilt)."""

@@ -262,6 +262,82 @@ def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
                 p[k, j, i] = p[k, j, i] + acc
 
 
+@numba.njit(parallel=True, cache=True)
+def transfer_scale(coarse_coef_x, coarse_coef_y, coarse_coef_z, coef_x, coef_y, coef_z,
+                   fx, fy, fz, out):
+    """out (fine) = 1 / (sum of the weights of the active coarse parents) in active fine
+    cells, else 0 (see the reference)."""
+    nz, ny, nx = out.shape
+    ncz = coarse_coef_z.shape[0] - 1
+    ncy, ncx = coarse_coef_z.shape[1], coarse_coef_z.shape[2]
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            acc = np.float32(0.0)
+            if _diag(coef_x, coef_y, coef_z, k, j, i) > 0:
+                for a in range(2):
+                    K, wz = _parent(k, fz, ncz, a)
+                    for b in range(2):
+                        J, wy = _parent(j, fy, ncy, b)
+                        for c in range(2):
+                            I, wx = _parent(i, fx, ncx, c)
+                            active = np.float32(1.0) if _diag(coarse_coef_x, coarse_coef_y, coarse_coef_z,
+                                                              K, J, I) > 0 else np.float32(0.0)
+                            acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * active)
+            out[k, j, i] = np.float32(np.float32(1.0) / acc) if acc > 0 else np.float32(0.0)
+
+
+@numba.njit(parallel=True, cache=True)
+def restrict_scaled_residual(r, scale, fx, fy, fz, out):
+    """out (coarse) = P^T (scale * r) (the transpose of prolong_scaled_add)."""
+    nz, ny, nx = r.shape
+    ncz, ncy, ncx = out.shape
+    lo_z, hi_z = (-1, 3) if fz == 2 else (0, 1)
+    lo_y, hi_y = (-1, 3) if fy == 2 else (0, 1)
+    lo_x, hi_x = (-1, 3) if fx == 2 else (0, 1)
+    for KJ in prange(ncz * ncy):
+        K = KJ // ncy
+        J = KJ % ncy
+        for I in range(ncx):
+            acc = np.float32(0.0)
+            for dk in range(lo_z, hi_z):
+                k = fz * K + dk
+                wz = _axis_weight(k, K, fz, ncz) if (k >= 0 and k < nz) else np.float32(0.0)
+                kc = min(max(k, 0), nz - 1)
+                for dj in range(lo_y, hi_y):
+                    j = fy * J + dj
+                    wy = _axis_weight(j, J, fy, ncy) if (j >= 0 and j < ny) else np.float32(0.0)
+                    jc = min(max(j, 0), ny - 1)
+                    for di in range(lo_x, hi_x):
+                        i = fx * I + di
+                        wx = _axis_weight(i, I, fx, ncx) if (i >= 0 and i < nx) else np.float32(0.0)
+                        ic = min(max(i, 0), nx - 1)
+                        value = np.float32(r[kc, jc, ic] * scale[kc, jc, ic])
+                        acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * value)
+            out[K, J, I] = acc
+
+
+@numba.njit(parallel=True, cache=True)
+def prolong_scaled_add(coarse, scale, fx, fy, fz, p):
+    """p (fine) += scale * (P coarse) (renormalized trilinear, see the reference)."""
+    nz, ny, nx = p.shape
+    ncz, ncy, ncx = coarse.shape
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            acc = np.float32(0.0)
+            for a in range(2):
+                K, wz = _parent(k, fz, ncz, a)
+                for b in range(2):
+                    J, wy = _parent(j, fy, ncy, b)
+                    for c in range(2):
+                        I, wx = _parent(i, fx, ncx, c)
+                        acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * coarse[K, J, I])
+            p[k, j, i] = p[k, j, i] + np.float32(scale[k, j, i] * acc)
+
+
 def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
     """``pairs`` red-black SOR sweep pairs in place, colours first, 1 - first, first, ..."""
     for _ in range(int(pairs)):

@@ -294,6 +294,85 @@ __global__ void prolong_add(const float* __restrict__ coarse, const C* __restric
     p[t] = p[t] + acc;
 }
 
+// fine scale = 1 / (weights of the active coarse parents) in active fine cells, else 0
+template <typename C>
+__global__ void transfer_scale(const float* __restrict__ ccx, const float* __restrict__ ccy,
+                               const float* __restrict__ ccz, const C* __restrict__ cx,
+                               const C* __restrict__ cy, const C* __restrict__ cz,
+                               int fx, int fy, int fz, float* __restrict__ out,
+                               int nx, int ny, int nz, int ncx, int ncy, int ncz) {
+    CELL3
+    float acc = 0.0f;
+    if (diag_at(cx, cy, cz, k, j, i, nx, ny) > 0.0f) {
+        for (int a = 0; a < 2; ++a) {
+            float wz; int K = parent_of(k, fz, ncz, a, wz);
+            for (int b = 0; b < 2; ++b) {
+                float wy; int J = parent_of(j, fy, ncy, b, wy);
+                for (int c = 0; c < 2; ++c) {
+                    float wx; int I = parent_of(i, fx, ncx, c, wx);
+                    float active = diag_at(ccx, ccy, ccz, K, J, I, ncx, ncy) > 0.0f ? 1.0f : 0.0f;
+                    acc = acc + ((wz * wy) * wx) * active;
+                }
+            }
+        }
+    }
+    out[t] = acc > 0.0f ? 1.0f / acc : 0.0f;
+}
+
+extern "C" __global__ void restrict_scaled_residual(const float* __restrict__ r,
+                                                    const float* __restrict__ scale,
+                                                    int fx, int fy, int fz,
+                                                    float* __restrict__ out, int nx, int ny, int nz,
+                                                    int ncx, int ncy, int ncz) {
+    const int I = blockIdx.x * blockDim.x + threadIdx.x;
+    const int J = blockIdx.y * blockDim.y + threadIdx.y;
+    const int K = blockIdx.z;
+    if (I >= ncx || J >= ncy) return;
+    int loz = fz == 2 ? -1 : 0, hiz = fz == 2 ? 3 : 1;
+    int loy = fy == 2 ? -1 : 0, hiy = fy == 2 ? 3 : 1;
+    int lox = fx == 2 ? -1 : 0, hix = fx == 2 ? 3 : 1;
+    float acc = 0.0f;
+    for (int dk = loz; dk < hiz; ++dk) {
+        int k = fz * K + dk;
+        float wz = (k >= 0 && k < nz) ? axis_weight(k, K, fz, ncz) : 0.0f;
+        int kc = min(max(k, 0), nz - 1);
+        for (int dj = loy; dj < hiy; ++dj) {
+            int j = fy * J + dj;
+            float wy = (j >= 0 && j < ny) ? axis_weight(j, J, fy, ncy) : 0.0f;
+            int jc = min(max(j, 0), ny - 1);
+            const int row = (kc * ny + jc) * nx;
+            for (int di = lox; di < hix; ++di) {
+                int i = fx * I + di;
+                float wx = (i >= 0 && i < nx) ? axis_weight(i, I, fx, ncx) : 0.0f;
+                int ic = min(max(i, 0), nx - 1);
+                float value = __ldg(r + row + ic) * __ldg(scale + row + ic);
+                acc = acc + ((wz * wy) * wx) * value;
+            }
+        }
+    }
+    out[(K * ncy + J) * ncx + I] = acc;
+}
+
+extern "C" __global__ void prolong_scaled_add(const float* __restrict__ coarse,
+                                              const float* __restrict__ scale,
+                                              int fx, int fy, int fz, float* __restrict__ p,
+                                              int nx, int ny, int nz, int ncx, int ncy, int ncz) {
+    CELL3
+    const float s = __ldg(scale + t);
+    float acc = 0.0f;
+    for (int a = 0; a < 2; ++a) {
+        float wz; int K = parent_of(k, fz, ncz, a, wz);
+        for (int b = 0; b < 2; ++b) {
+            float wy; int J = parent_of(j, fy, ncy, b, wy);
+            for (int c = 0; c < 2; ++c) {
+                float wx; int I = parent_of(i, fx, ncx, c, wx);
+                acc = acc + ((wz * wy) * wx) * __ldg(coarse + (K * ncy + J) * ncx + I);
+            }
+        }
+    }
+    p[t] = p[t] + s * acc;
+}
+
 // all sweeps of redblack_pairs in ONE block (small levels): __syncthreads between colours
 template <typename C>
 __global__ void redblack_pairs_block(float* __restrict__ p, const float* __restrict__ b,
@@ -629,7 +708,8 @@ _f = np.float32
 
 
 _TEMPLATED = ("face_coefficients", "restrict_coefficients", "apply_operator", "residual",
-              "jacobi_sweep", "redblack_sweep", "prolong_add", "redblack_pairs_block")
+              "jacobi_sweep", "redblack_sweep", "prolong_add", "redblack_pairs_block",
+              "transfer_scale")
 _CTYPES = {"float32": "float", "uint8": "unsigned char"}
 _NAMES = tuple(f"{name}<{c}>" for name in _TEMPLATED for c in _CTYPES.values())
 
@@ -726,6 +806,36 @@ def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
     grid, block = _tiles(nx, ny, nz)
     _kernel("prolong_add", coef_x)(grid, block, (
         coarse, coef_x, coef_y, coef_z, _i(fx), _i(fy), _i(fz), p,
+        _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
+
+
+def transfer_scale(coarse_coef_x, coarse_coef_y, coarse_coef_z, coef_x, coef_y, coef_z,
+                   fx, fy, fz, out):
+    """out (fine) = 1 / (weights of the active coarse parents) in active fine cells, else 0."""
+    nz, ny, nx = out.shape
+    ncz, ncy, ncx = coarse_coef_z.shape[0] - 1, coarse_coef_z.shape[1], coarse_coef_z.shape[2]
+    grid, block = _tiles(nx, ny, nz)
+    _kernel("transfer_scale", coef_x)(grid, block, (
+        coarse_coef_x, coarse_coef_y, coarse_coef_z, coef_x, coef_y, coef_z,
+        _i(fx), _i(fy), _i(fz), out, _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
+
+
+def restrict_scaled_residual(r, scale, fx, fy, fz, out):
+    """out (coarse) = P^T (scale * r)."""
+    nz, ny, nx = r.shape
+    ncz, ncy, ncx = out.shape
+    grid, block = _tiles(ncx, ncy, ncz)
+    _kernel("restrict_scaled_residual")(grid, block, (
+        r, scale, _i(fx), _i(fy), _i(fz), out, _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
+
+
+def prolong_scaled_add(coarse, scale, fx, fy, fz, p):
+    """p (fine) += scale * (P coarse) (renormalized trilinear)."""
+    nz, ny, nx = p.shape
+    ncz, ncy, ncx = coarse.shape
+    grid, block = _tiles(nx, ny, nz)
+    _kernel("prolong_scaled_add")(grid, block, (
+        coarse, scale, _i(fx), _i(fy), _i(fz), p,
         _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
 
 

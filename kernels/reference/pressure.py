@@ -199,6 +199,43 @@ def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
     p[...] = np.where(diag > 0, p + acc, p).astype(F32)
 
 
+def transfer_scale(coarse_coef_x, coarse_coef_y, coarse_coef_z, coef_x, coef_y, coef_z,
+                   fx, fy, fz, out):
+    """out (fine, float32) = 1 / (sum of the prolongation weights of the fine cell's active
+    coarse parents) in active fine cells, 0 elsewhere or when no parent is active. A cell
+    is active when a face coefficient is > 0; inactive (solid) coarse cells are held at 0,
+    so without the scale the correction next to a wall is pulled toward 0 as if the wall
+    were Dirichlet (coarse-grid correction that degrades with the grid size)."""
+    active = (diagonal(coarse_coef_x, coarse_coef_y, coarse_coef_z) > 0).astype(F32)
+    weights = np.zeros(out.shape, F32)
+    prolong_add(active, coef_x, coef_y, coef_z, fx, fy, fz, weights)
+    safe = np.where(weights > 0, weights, F32(1.0))
+    out[...] = np.where(weights > 0, F32(1.0) / safe, F32(0.0)).astype(F32)
+
+
+def restrict_scaled_residual(r, scale, fx, fy, fz, out):
+    """out (coarse) = P^T (scale * r): the transpose of prolong_scaled_add."""
+    restrict_residual((r * scale).astype(F32), fx, fy, fz, out)
+
+
+def prolong_scaled_add(coarse, scale, fx, fy, fz, p):
+    """p (fine) += scale * (P coarse): trilinear from the active coarse parents only, the
+    weights renormalized to sum to 1 (``scale`` from transfer_scale, 0 in inactive cells)."""
+    nz, ny, nx = p.shape
+    ncz, ncy, ncx = coarse.shape
+    (kz, wz) = _parents(nz, fz, ncz)
+    (jy, wy) = _parents(ny, fy, ncy)
+    (ix, wx) = _parents(nx, fx, ncx)
+    acc = np.zeros(p.shape, F32)
+    for a in range(2):
+        for b in range(2):
+            for c in range(2):
+                weight = (wz[a][:, None, None] * wy[b][None, :, None]) * wx[c][None, None, :]
+                value = coarse[kz[a][:, None, None], jy[b][None, :, None], ix[c][None, None, :]]
+                acc = (acc + weight * value).astype(F32)
+    p[...] = (p + scale * acc).astype(F32)
+
+
 def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
     """``pairs`` red-black SOR sweep pairs in place, colours first, 1 - first, first, ..."""
     for _ in range(int(pairs)):

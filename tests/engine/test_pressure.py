@@ -238,3 +238,101 @@ def test_coarse_vcycle_matches_reference_and_preconditions(shape):
     ref.residual(sol[0], rhs[0], *coefs[0], r)
     assert np.linalg.norm(r) < 0.2 * np.linalg.norm(rhs[0])
 
+
+
+def _blocky_system(shape, seed):
+    """Coefficients of a mask with solid blocks (terrain-like steps), so that some coarse
+    cells are entirely solid."""
+    rng = np.random.default_rng(seed)
+    nz, ny, nx = shape
+    ground = rng.integers(0, nz, (ny, nx))
+    solid = (np.arange(nz)[:, None, None] < ground[None]).astype(np.uint8)
+    coef = (np.zeros((nz, ny, nx + 1), np.float32), np.zeros((nz, ny + 1, nx), np.float32),
+            np.zeros((nz + 1, ny, nx), np.float32))
+    ref.face_coefficients(solid, 1, 0, 1, 1, *coef)
+    return coef
+
+
+@pytest.mark.parametrize("coef_dtype", [np.float32, np.uint8])
+@pytest.mark.parametrize("shape", [(5, 7, 6), (8, 9, 11), (6, 4, 13)])
+def test_scaled_transfers_match_reference_and_are_transposes(shape, coef_dtype):
+    rng = np.random.default_rng(7)
+    coef = tuple(c.astype(coef_dtype) for c in _blocky_system(shape, 8))
+    for factors in [(2, 2, 2), (1, 2, 2), (2, 1, 2), (2, 2, 1)]:
+        fz, fy, fx = factors
+        coarse = tuple((n + f - 1) // f for n, f in zip(shape, factors))
+        ncz, ncy, ncx = coarse
+        coarse_coef = (np.zeros((ncz, ncy, ncx + 1), np.float32),
+                       np.zeros((ncz, ncy + 1, ncx), np.float32), np.zeros((ncz + 1, ncy, ncx), np.float32))
+        ref.restrict_coefficients(*coef, fx, fy, fz, 1.0, 1.0, *coarse_coef)
+        scale_ref, scale_cpu = np.full(shape, 5.0, np.float32), np.full(shape, 7.0, np.float32)
+        ref.transfer_scale(*coarse_coef, *coef, fx, fy, fz, scale_ref)
+        cpu.transfer_scale(*coarse_coef, *coef, fx, fy, fz, scale_cpu)
+        np.testing.assert_array_equal(scale_cpu, scale_ref)
+        fine_active = ref.diagonal(*coef) > 0
+        assert not scale_ref[~fine_active].any()
+        coarse_active = ref.diagonal(*coarse_coef) > 0
+        assert (~coarse_active).any()  # the test really has entirely solid coarse cells
+
+        # prolongation from the active coarse cells reproduces constants in every active
+        # fine cell that has an active parent (a wall does not pull the correction to 0)
+        const = np.zeros(shape, np.float32)
+        ref.prolong_scaled_add(coarse_active.astype(np.float32), scale_ref, fx, fy, fz, const)
+        np.testing.assert_allclose(const[scale_ref > 0], 1.0, rtol=1e-6)
+        assert not const[scale_ref == 0].any()
+
+        fine_r = rng.standard_normal(shape).astype(np.float32)
+        e_ref, e_cpu = np.zeros(coarse, np.float32), np.ones(coarse, np.float32)
+        ref.restrict_scaled_residual(fine_r, scale_ref, fx, fy, fz, e_ref)
+        cpu.restrict_scaled_residual(fine_r, scale_ref, fx, fy, fz, e_cpu)
+        np.testing.assert_array_equal(e_cpu, e_ref)
+
+        coarse_e = rng.standard_normal(coarse).astype(np.float32)
+        start = rng.standard_normal(shape).astype(np.float32)
+        p_ref, p_cpu = start.copy(), start.copy()
+        ref.prolong_scaled_add(coarse_e, scale_ref, fx, fy, fz, p_ref)
+        cpu.prolong_scaled_add(coarse_e, scale_ref, fx, fy, fz, p_cpu)
+        np.testing.assert_array_equal(p_cpu, p_ref)
+        np.testing.assert_array_equal(p_ref[~fine_active], start[~fine_active])
+
+        # the restriction is the exact transpose of the prolongation: <P e, r> = <e, R r>
+        prolonged = np.zeros(shape, np.float32)
+        ref.prolong_scaled_add(coarse_e, scale_ref, fx, fy, fz, prolonged)
+        lhs = float(np.dot(prolonged.ravel().astype(np.float64), fine_r.ravel()))
+        rhs = float(np.dot(coarse_e.ravel().astype(np.float64), e_ref.ravel()))
+        assert lhs == pytest.approx(rhs, rel=1e-5, abs=1e-4)
+
+
+def _terrain_solver(n, nz):
+    """Wind solver on rolling terrain (steps of whole cells, entirely solid coarse cells)."""
+    from snowfall.snow_addon.backend import select_backend
+    from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
+    from snowfall.snow_addon.settings import SnowSettings
+    from snowfall.snow_addon.wind import WindSolver
+
+    settings = SnowSettings(wind_speed=8.0, wind_direction=25.0, pressure_tolerance=1e-6,
+                            pressure_max_iterations=100)
+    solver = WindSolver(settings, WindGrid(0.0, 0.0, 0.0, 1.0, n, n, nz), select_backend("cpu"))
+    hm = HeightmapGrid(0.0, 0.0, 0.5, 2 * n + 1, 2 * n + 1)
+    y, x = np.mgrid[0:hm.ny, 0:hm.nx] * hm.spacing
+    height = (0.25 * nz * (0.5 + 0.5 * np.sin(x / n * 6.0) * np.cos(y / n * 5.0)) + 1.5)
+    solver.update_obstacles(height.astype(np.float32), np.zeros(hm.shape, np.float32), hm)
+    solver._ensure_coefficients(*solver.inflow(0.0))
+    return solver
+
+
+def test_mgpcg_iterations_on_terrain_do_not_grow_with_the_grid():
+    """Random right-hand side, zero start, tolerance 1e-6, 32x32x16 then 64x64x16 cells:
+    with plain transfers next to the terrain the count grew with the grid (6, 7, 9, 12 at
+    32..256 x 32); renormalized transfers keep it flat."""
+    counts = []
+    for n in (32, 64):
+        solver = _terrain_solver(n, 16)
+        rng = np.random.default_rng(5)
+        fluid = solver.solid == 0
+        solver._rhs[...] = np.where(fluid, rng.standard_normal(fluid.shape), 0).astype(np.float32)
+        solver.pressure.fill(0)
+        iterations, relative, converged = solver._solve_mgpcg()
+        assert converged and relative <= 1e-6
+        counts.append(iterations)
+    assert counts[1] <= counts[0] <= 6
