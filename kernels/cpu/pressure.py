@@ -1,8 +1,14 @@
 """Pressure Poisson kernels, Numba build (same names, signatures and arithmetic as
 kernels.reference.pressure; see there for the system and the transfer operators)."""
+import sys
+
 import numba
 import numpy as np
 from numba import prange
+
+from ..reference import pressure as _reference
+# One home for the solver's constants: the reference build defines them.
+from ..reference.pressure import BB, COARSE_VCYCLE_CELLS, DQ, RR, RZ, RZ_NEXT, SCALAR_SLOTS  # noqa: F401
 
 F32 = np.float32
 
@@ -339,42 +345,17 @@ def prolong_scaled_add(coarse, scale, fx, fy, fz, p):
 
 
 def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
-    """``pairs`` red-black SOR sweep pairs in place, colours first, 1 - first, first, ..."""
-    for _ in range(int(pairs)):
-        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, first_color)
-        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
+    """``pairs`` red-black SOR sweep pairs in place (the reference's sequence, these sweeps)."""
+    _reference.redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs,
+                              sweep=redblack_sweep)
 
 
 def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, coarsest_pairs):
-    """The coarse end of a V-cycle over levels l = 0 .. n-1 (fine to coarse; lists of
-    float32 arrays (nz, ny, nx) per level, ``coefs`` (coef_x, coef_y, coef_z) per level,
-    ``factors`` (fz, fy, fx) from level l to l + 1): solutions[0] = V(rhs[0]) from a zero
-    guess. Per level: zero, ``smoothing_pairs`` red-black pairs, residual, restriction
-    into rhs[l + 1]; on the last level ``coarsest_pairs`` red-black then black-red pairs;
-    back up: prolongation and ``smoothing_pairs`` black-red pairs (omega 1)."""
-    last = len(solutions) - 1
-    for level in range(last):
-        solutions[level][...] = 0
-        redblack_pairs(solutions[level], rhs[level], *coefs[level], 1.0, 0, smoothing_pairs)
-        residual(solutions[level], rhs[level], *coefs[level], residuals[level])
-        fz, fy, fx = factors[level]
-        restrict_residual(residuals[level], fx, fy, fz, rhs[level + 1])
-    solutions[last][...] = 0
-    redblack_pairs(solutions[last], rhs[last], *coefs[last], 1.0, 0, coarsest_pairs)
-    redblack_pairs(solutions[last], rhs[last], *coefs[last], 1.0, 1, coarsest_pairs)
-    for level in range(last - 1, -1, -1):
-        fz, fy, fx = factors[level]
-        prolong_add(solutions[level + 1], *coefs[level], fx, fy, fz, solutions[level])
-        redblack_pairs(solutions[level], rhs[level], *coefs[level], 1.0, 1, smoothing_pairs)
+    """The coarse end of a V-cycle: the reference's sequence, run with these kernels."""
+    _reference.coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs,
+                             coarsest_pairs, kernels=sys.modules[__name__])
 
 
-#: wind.WindSolver runs the levels with at most this many cells (below the finest) through
-#: coarse_vcycle (the GPU build does them in one launch; here it is the same sequence).
-COARSE_VCYCLE_CELLS = 4096
-
-
-RZ, DQ, RR, RZ_NEXT, BB = 0, 1, 2, 3, 4
-SCALAR_SLOTS = 8
 _CHUNK = 16384
 
 

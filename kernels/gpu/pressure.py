@@ -3,6 +3,7 @@ arithmetic as kernels.reference.pressure; see there for the system and the trans
 Each function is one kernel launch on the current stream."""
 import numpy as np
 
+from ..reference.pressure import BB, COARSE_VCYCLE_CELLS, DQ, RR, RZ, RZ_NEXT, SCALAR_SLOTS  # noqa: F401
 from .common import compile_module
 
 SOURCE = r"""
@@ -857,9 +858,8 @@ def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
         redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
 
 
-#: wind.WindSolver runs the levels with at most this many cells (below the finest) through
-#: coarse_vcycle: the whole coarse end of the V-cycle in one launch of one block.
-COARSE_VCYCLE_CELLS = 4096
+# wind.WindSolver runs the levels with at most COARSE_VCYCLE_CELLS cells (below the finest)
+# through coarse_vcycle: here the whole coarse end of the V-cycle in one launch of one block.
 #: Inside coarse_vcycle, levels with at most this many cells are worked on by one warp
 #: (__syncwarp between phases instead of __syncthreads over 32 warps).
 WARP_LEVEL_CELLS = 64
@@ -924,8 +924,6 @@ def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, co
            shared_mem=shared_bytes)
 
 
-RZ, DQ, RR, RZ_NEXT, BB = 0, 1, 2, 3, 4
-SCALAR_SLOTS = 8
 _DOT_BLOCKS = 256
 _partials = {}
 

@@ -11,6 +11,8 @@ is trilinear (weights 3/4 to the parent, 1/4 to the parent's neighbour on the ch
 side, clamped at the ends), restriction is its exact transpose, so the V-cycle is a
 symmetric preconditioner.
 """
+import sys
+
 import numpy as np
 
 F32 = np.float32
@@ -236,20 +238,27 @@ def prolong_scaled_add(coarse, scale, fx, fy, fz, p):
     p[...] = (p + scale * acc).astype(F32)
 
 
-def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
-    """``pairs`` red-black SOR sweep pairs in place, colours first, 1 - first, first, ..."""
+def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs, sweep=None):
+    """``pairs`` red-black SOR sweep pairs in place, colours first, 1 - first, first, ...
+    ``sweep``: the backend's ``redblack_sweep`` (this module's by default)."""
+    sweep = sweep or redblack_sweep
     for _ in range(int(pairs)):
-        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, first_color)
-        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
+        sweep(p, b, coef_x, coef_y, coef_z, omega, first_color)
+        sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
 
 
-def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, coarsest_pairs):
+def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, coarsest_pairs,
+                  kernels=None):
     """The coarse end of a V-cycle over levels l = 0 .. n-1 (fine to coarse; lists of
     float32 arrays (nz, ny, nx) per level, ``coefs`` (coef_x, coef_y, coef_z) per level,
     ``factors`` (fz, fy, fx) from level l to l + 1): solutions[0] = V(rhs[0]) from a zero
     guess. Per level: zero, ``smoothing_pairs`` red-black pairs, residual, restriction
     into rhs[l + 1]; on the last level ``coarsest_pairs`` red-black then black-red pairs;
-    back up: prolongation and ``smoothing_pairs`` black-red pairs (omega 1)."""
+    back up: prolongation and ``smoothing_pairs`` black-red pairs (omega 1). ``kernels``:
+    the backend module whose kernels run the sequence (this module by default)."""
+    k = kernels or sys.modules[__name__]
+    redblack_pairs, residual, restrict_residual, prolong_add = (
+        k.redblack_pairs, k.residual, k.restrict_residual, k.prolong_add)
     last = len(solutions) - 1
     for level in range(last):
         solutions[level][...] = 0
