@@ -30,6 +30,7 @@ from types import SimpleNamespace
 import cupy as cp
 import numpy as np
 
+from gpu_timing import timed as _timed
 import snowfall.kernels.gpu.common  # noqa: F401  (parent package of --baseline modules)
 from snowfall.kernels.gpu import flakes as gpu_flakes
 from snowfall.snow_addon.backend import select_backend
@@ -47,19 +48,8 @@ OLD_FLUX_BYTES = 4 + 4 + 1 + 8 + 8 + 4 + 4  # fluxes: h, s, mask read, 2 fluxes 
 
 
 def timed(fn, reps=20, warm=3):
-    """Median seconds of fn() over reps runs (CUDA events)."""
-    for _ in range(warm):
-        fn()
-    cp.cuda.get_current_stream().synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)
-    return float(np.median(times))
+    """Median seconds of fn() (CUDA events; benchmarks/gpu_timing.py)."""
+    return _timed(fn, reps, warm)
 
 
 def copy_bandwidth(nbytes):

@@ -19,28 +19,13 @@ import os
 import cupy as cp
 import numpy as np
 
+from gpu_timing import timed
 import snowfall.kernels.gpu.common  # noqa: F401  (parent package of --baseline modules)
 import snowfall.snow_addon.wind as wind_module
 from snowfall.snow_addon.backend import select_backend
 from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
 from snowfall.snow_addon.settings import SnowSettings
 from snowfall.snow_addon.wind import WindSolver
-
-
-def timed(fn, reps=50, warm=5):
-    """Median seconds of fn() over reps runs (CUDA events)."""
-    for _ in range(warm):
-        fn()
-    cp.cuda.get_current_stream().synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b) * 1e-3)
-    return float(np.median(times))
 
 
 def load_modules(directory):
