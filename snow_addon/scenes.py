@@ -187,6 +187,16 @@ def _scaled(z: np.ndarray, relief: float) -> np.ndarray:
     return z * (relief / z.max())
 
 
+def _centred_grid(size_x, size_y, resolution):
+    """Node coordinates (x, y) and their meshgrid (xx, yy) of a ``size_x`` by ``size_y`` m
+    grid centred on the origin with square cells, ``resolution`` nodes along the longer side."""
+    nx, ny = _grid_counts(size_x, size_y, resolution)
+    x = np.linspace(-0.5 * size_x, 0.5 * size_x, nx)
+    y = np.linspace(-0.5 * size_y, 0.5 * size_y, ny)
+    xx, yy = np.meshgrid(x, y)
+    return x, y, xx, yy
+
+
 def mountain_valley(size_x: float = 400.0, size_y: float = 300.0, relief: float = 60.0,
                     resolution: int = 129, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A valley running along y between two ridges, with rough slopes and a floor that
@@ -201,10 +211,7 @@ def mountain_valley(size_x: float = 400.0, size_y: float = 300.0, relief: float 
     resolution = _count("resolution", resolution, 8, 129)
     seed = _count("seed", seed, 0, 0)
     rng = np.random.default_rng(seed)
-    nx, ny = _grid_counts(size_x, size_y, resolution)
-    x = np.linspace(-0.5 * size_x, 0.5 * size_x, nx)
-    y = np.linspace(-0.5 * size_y, 0.5 * size_y, ny)
-    xx, yy = np.meshgrid(x, y)
+    x, y, xx, yy = _centred_grid(size_x, size_y, resolution)
     across = xx / (0.5 * size_x)          # -1 .. 1 across the valley
     along = (yy + 0.5 * size_y) / size_y  # 0 .. 1 along it
     crest = 1.0 + 0.25 * np.sin(2.0 * math.pi * along + rng.uniform(0, 2 * math.pi))
@@ -231,10 +238,7 @@ def rolling_hills(size_x: float = 512.0, size_y: float = 512.0, relief: float = 
     resolution = _count("resolution", resolution, 2, 129)
     seed = _count("seed", seed, 0, 0)
     rng = np.random.default_rng(seed)
-    nx, ny = _grid_counts(size_x, size_y, resolution)
-    x = np.linspace(-0.5 * size_x, 0.5 * size_x, nx)
-    y = np.linspace(-0.5 * size_y, 0.5 * size_y, ny)
-    xx, yy = np.meshgrid(x, y)
+    x, y, xx, yy = _centred_grid(size_x, size_y, resolution)
     longer = max(size_x, size_y)
     z = _fourier_noise(xx, yy, rng, 0.1 * longer, 0.5 * longer, 16)
     return grid_mesh(x, y, _scaled(z, relief))

@@ -72,3 +72,25 @@ def compile_module(source: str, name_expressions: tuple = ()):
 
     return cupy.RawModule(code=COMMON_SOURCE + source, options=COMPILE_OPTIONS,
                           name_expressions=name_expressions or None)
+
+
+#: C types of the face-coefficient arrays that templated kernels are instantiated for.
+COEFFICIENT_CTYPES = {"float32": "float", "uint8": "unsigned char"}
+LAUNCH_BLOCK = 256
+
+
+def template_names(*names: str) -> tuple:
+    """Instantiations ``name<ctype>`` of templated kernels for every coefficient type."""
+    return tuple(f"{name}<{c}>" for name in names for c in COEFFICIENT_CTYPES.values())
+
+
+def get_kernel(source: str, names: tuple, name: str, coef=None):
+    """Kernel ``name`` of ``source``; a templated one is picked by the dtype of ``coef``."""
+    if coef is not None:
+        name = f"{name}<{COEFFICIENT_CTYPES[str(coef.dtype)]}>"
+    return compile_module(source, names).get_function(name)
+
+
+def blocks(count: int) -> tuple:
+    """1D grid of ``LAUNCH_BLOCK``-thread blocks covering ``count`` threads."""
+    return ((int(count) + LAUNCH_BLOCK - 1) // LAUNCH_BLOCK,)

@@ -4,7 +4,7 @@ Each function is one kernel launch on the current stream."""
 import numpy as np
 
 from ..reference.pressure import BB, COARSE_VCYCLE_CELLS, DQ, RR, RZ, RZ_NEXT, SCALAR_SLOTS  # noqa: F401
-from .common import compile_module
+from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
 
 SOURCE = r"""
 #define IDX(k, j, i) (((long long)(k) * ny + (j)) * nx + (i))
@@ -703,7 +703,7 @@ extern "C" __global__ void cg_shift(double* __restrict__ scalars) {
 }
 """
 
-_BLOCK = 256
+_BLOCK = LAUNCH_BLOCK
 _i = np.int32
 _f = np.float32
 
@@ -711,19 +711,14 @@ _f = np.float32
 _TEMPLATED = ("face_coefficients", "restrict_coefficients", "apply_operator", "residual",
               "jacobi_sweep", "redblack_sweep", "prolong_add", "redblack_pairs_block",
               "transfer_scale")
-_CTYPES = {"float32": "float", "uint8": "unsigned char"}
-_NAMES = tuple(f"{name}<{c}>" for name in _TEMPLATED for c in _CTYPES.values())
+_NAMES = template_names(*_TEMPLATED)
 
 
 def _kernel(name, coef=None):
-    """The kernel ``name``; templated kernels are picked by the dtype of ``coef``."""
-    if coef is not None:
-        name = f"{name}<{_CTYPES[str(coef.dtype)]}>"
-    return compile_module(SOURCE, _NAMES).get_function(name)
+    return get_kernel(SOURCE, _NAMES, name, coef)
 
 
-def _blocks(count):
-    return ((int(count) + _BLOCK - 1) // _BLOCK,)
+_blocks = blocks
 
 
 def _face_count(nx, ny, nz):

@@ -3,7 +3,7 @@ kernels.reference.wind). Each function is one kernel launch on the current strea
 arrays are C-contiguous CuPy arrays (float32 faces, uint8 solid)."""
 import numpy as np
 
-from .common import compile_module
+from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
 
 SOURCE = r"""
 __device__ __forceinline__ float advected(const float* __restrict__ field, int fni, int fnj, int fnk,
@@ -181,22 +181,17 @@ extern "C" __global__ void solid_from_heightmap(const float* __restrict__ height
 }
 """
 
-_BLOCK = 256
+_BLOCK = LAUNCH_BLOCK
 
 
-_CTYPES = {"float32": "float", "uint8": "unsigned char"}
-_NAMES = tuple(f"project<{c}>" for c in _CTYPES.values())
+_NAMES = template_names("project")
 
 
 def _kernel(name, coef=None):
-    """The kernel ``name``; ``project`` is picked by the dtype of the face coefficients."""
-    if coef is not None:
-        name = f"{name}<{_CTYPES[str(coef.dtype)]}>"
-    return compile_module(SOURCE, _NAMES).get_function(name)
+    return get_kernel(SOURCE, _NAMES, name, coef)
 
 
-def _blocks(count):
-    return ((int(count) + _BLOCK - 1) // _BLOCK,)
+_blocks = blocks
 
 
 def _tiles(nx, ny, nz):
