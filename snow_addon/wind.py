@@ -9,8 +9,6 @@ numbers behind it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..kernels.reference.rng import random_uniform
@@ -22,7 +20,7 @@ GUST_SPEED_STREAM = 0x4757_0001
 GUST_DIRECTION_STREAM = 0x4757_0002
 
 #: Multigrid V-cycle: red-black Gauss-Seidel pairs before and after the coarse correction.
-SMOOTHING_PAIRS = 3
+SMOOTHING_PAIRS = 2
 #: An axis is halved on the next coarser level while it has at least this many cells.
 COARSEN_MIN_CELLS = 4
 #: The backends' kernels.*.pressure.COARSE_VCYCLE_CELLS (the same in all of them).
@@ -33,22 +31,61 @@ EXTRAPOLATE_PRESSURE = True
 F32 = np.float32
 
 
-@dataclass
 class WindStepInfo:
-    """What one wind step did (host values)."""
+    """What one wind step did. The iteration count and the residual are host values; the
+    two divergence maxima stay on the device until first read (reading them waits for the
+    step to finish), so a step needs no host read for its diagnostics."""
 
-    iterations: int
-    """Pressure iterations: CG iterations ("mgpcg") or 5 sweeps ("sor5")."""
-    relative_residual: float
-    """||b - A p|| / ||b|| of the pressure system when the solve stopped."""
-    converged: bool
-    """relative_residual <= pressure_tolerance."""
-    divergence_before: float
-    """max |div u| over fluid cells after advection, before projection (1/s)."""
-    divergence_after: float
-    """max |div u| over fluid cells after projection (1/s)."""
-    inflow: tuple
-    """(vx, vy) inflow wind (m/s), gusts included."""
+    __slots__ = ("iterations", "relative_residual", "converged", "inflow", "_maxima",
+                 "_to_host", "_before_scale", "_host")
+
+    def __init__(self, iterations, relative_residual, converged, inflow, maxima, to_host,
+                 before_scale=1.0):
+        self.iterations = int(iterations)
+        """Pressure iterations: CG iterations ("mgpcg") or 5 sweeps ("sor5")."""
+        self.relative_residual = float(relative_residual)
+        """||b - A p|| / ||b|| of the pressure system when the solve stopped."""
+        self.converged = bool(converged)
+        """relative_residual <= pressure_tolerance."""
+        self.inflow = tuple(inflow)
+        """(vx, vy) inflow wind (m/s), gusts included."""
+        self._maxima = maxima  # backend array: (max |rhs| before, max |div u| after)
+        self._to_host = to_host
+        self._before_scale = float(before_scale)
+        self._host = None
+
+    def _read(self):
+        if self._host is None:
+            self._host = np.asarray(self._to_host(self._maxima), dtype=np.float64)
+            self._maxima = self._to_host = None
+        return self._host
+
+    @property
+    def divergence_before(self) -> float:
+        """max |div u| over fluid cells after advection, before projection (1/s)."""
+        return float(self._read()[0]) * self._before_scale
+
+    @property
+    def divergence_after(self) -> float:
+        """max |div u| over fluid cells after projection (1/s)."""
+        return float(self._read()[1])
+
+    def as_tuple(self) -> tuple:
+        """(iterations, relative_residual, converged, inflow, divergence_before,
+        divergence_after): every field, host values."""
+        return (self.iterations, self.relative_residual, self.converged, self.inflow,
+                self.divergence_before, self.divergence_after)
+
+    def __eq__(self, other):
+        if not isinstance(other, WindStepInfo):
+            return NotImplemented
+        return self.as_tuple() == other.as_tuple()
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"WindStepInfo(iterations={self.iterations}, relative_residual="
+                f"{self.relative_residual:.3g}, converged={self.converged}, inflow={self.inflow})")
 
 
 def base_wind(settings, time: float) -> tuple[float, float]:
@@ -255,22 +292,22 @@ class WindSolver:
         self._ensure_coefficients(vx, vy)
 
         # A p = -(h^2 / dt) div u  makes  u -= (dt / h) * grad_h p  divergence free
+        kp = self._pressure
         self._wind.divergence(self.u, self.v, self.w, self.solid, -h / dt, self._rhs)
-        before = xp.max(xp.abs(self._rhs))
+        kp.max_abs(self._rhs, self._scalars, kp.DIVERGENCE_BEFORE)
         if self.settings.pressure_solver == "sor5":
             iterations, relative, converged = self._solve_sor5()
         else:
             if EXTRAPOLATE_PRESSURE:
-                self._extrapolate_pressure()
+                kp.extrapolate(self.pressure, self.pressure_previous)
             iterations, relative, converged = self._solve_mgpcg()
         cx, cy, cz = self.levels[0].coef
         self._wind.project(self.u, self.v, self.w, self.pressure, cx, cy, cz, dt / h)
         self._wind.divergence(self.u, self.v, self.w, self.solid, 1.0 / h, self._divergence)
-        after = xp.max(xp.abs(self._divergence))
-        return WindStepInfo(iterations=int(iterations), relative_residual=float(relative),
-                            converged=bool(converged),
-                            divergence_before=float(before) * dt / (h * h),
-                            divergence_after=float(after), inflow=(vx, vy))
+        kp.max_abs(self._divergence, self._scalars, kp.DIVERGENCE_AFTER)
+        maxima = self._scalars[kp.DIVERGENCE_BEFORE:kp.DIVERGENCE_AFTER + 1].copy()
+        return WindStepInfo(iterations, relative, converged, (vx, vy), maxima,
+                            self.backend.to_host, before_scale=dt / (h * h))
 
     def _ensure_coefficients(self, vx: float, vy: float) -> None:
         """(Re)build the face coefficients of every level when the obstacles or the set of
@@ -351,44 +388,37 @@ class WindSolver:
         kp.dot(self._r, self._z, self._scalars, kp.RZ_NEXT)
         kp.cg_direction(self._d, self._z, self._scalars)
 
-    def _extrapolate_pressure(self) -> None:
-        """pressure = 2 p_n - p_(n-1) (float32, the doubling is exact), pressure_previous =
-        p_n: the warm start follows the pressure's trend instead of standing still."""
-        xp = self.xp
-        guess = self._q  # free until the solve
-        xp.multiply(self.pressure, F32(2), out=guess)
-        xp.subtract(guess, self.pressure_previous, out=guess)
-        self.pressure_previous[...] = self.pressure
-        self.pressure[...] = guess
+    def _cg_start(self) -> None:
+        """r = b - A p; bb = b.b; z = V(r); rz = r.z; d = z (on the device)."""
+        kp = self._pressure
+        s, x, b, r = self._scalars, self.pressure, self._rhs, self._r
+        kp.residual(x, b, *self.levels[0].coef, r)
+        kp.dot(b, b, s, kp.BB)
+        self._vcycle()
+        kp.dot(r, self._z, s, kp.RZ)
+        self._d[...] = self._z
 
     def _solve_mgpcg(self):
         """CG on A p = rhs preconditioned by one V-cycle, started from the pressure (the
-        step extrapolates it first). One host read per iteration (r.r for the convergence
-        check). Returns (iterations, relative residual, converged)."""
+        step extrapolates it first). At least one iteration, and one host read per
+        iteration (the scalars, for the convergence check): no read before the first,
+        whose result would almost never stop the solve. Returns (iterations, relative
+        residual, converged)."""
         kp = self._pressure
-        s = self._scalars
-        x, b, r = self.pressure, self._rhs, self._r
         tolerance = float(self.settings.pressure_tolerance)
-        kp.residual(x, b, *self.levels[0].coef, r)
-        kp.dot(b, b, s, kp.BB)
-        kp.dot(r, r, s, kp.RR)
-        host = self.backend.to_host(s)
-        b_norm2, r_norm2 = float(host[kp.BB]), float(host[kp.RR])
-        if b_norm2 == 0.0:
-            x.fill(0)
-            return 0, 0.0, True
-        relative = math.sqrt(r_norm2 / b_norm2)
-        if relative <= tolerance:
-            return 0, relative, True
-        self._replay("vcycle", self._vcycle)
-        kp.dot(r, self._z, s, kp.RZ)
-        self._d[...] = self._z
+        limit = self.settings.pressure_max_iterations
+        self._replay("start", self._cg_start)
         iterations = 0
-        while iterations < self.settings.pressure_max_iterations:
+        while True:
             self._replay("advance", self._cg_advance)
             iterations += 1
-            relative = math.sqrt(max(float(s[kp.RR]), 0.0) / b_norm2)
-            if relative <= tolerance or iterations == self.settings.pressure_max_iterations:
+            host = self.backend.to_host(self._scalars)
+            b_norm2 = float(host[kp.BB])
+            if b_norm2 == 0.0:  # no divergence: the pressure is 0
+                self.pressure.fill(0)
+                return 0, 0.0, True
+            relative = math.sqrt(max(float(host[kp.RR]), 0.0) / b_norm2)
+            if relative <= tolerance or iterations >= limit:
                 break
             self._replay("direction", self._cg_direction)
         return iterations, relative, relative <= tolerance

@@ -8,7 +8,8 @@ from numba import prange
 
 from ..reference import pressure as _reference
 # One home for the solver's constants: the reference build defines them.
-from ..reference.pressure import BB, COARSE_VCYCLE_CELLS, DQ, RR, RZ, RZ_NEXT, SCALAR_SLOTS  # noqa: F401
+from ..reference.pressure import (BB, COARSE_VCYCLE_CELLS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE,  # noqa: F401
+                                  DQ, RR, RZ, RZ_NEXT, SCALAR_SLOTS)
 
 F32 = np.float32
 
@@ -378,6 +379,43 @@ def _dot(a, b):
 def dot(a, b, scalars, slot):
     """scalars[slot] = sum(a * b) accumulated in float64 (fixed chunks, deterministic)."""
     scalars[slot] = _dot(a.ravel(), b.ravel())
+
+
+@numba.njit(parallel=True, cache=True)
+def _max_abs(values):
+    n = values.size
+    chunks = (n + _CHUNK - 1) // _CHUNK
+    partial = np.zeros(chunks, np.float32)
+    for c in prange(chunks):
+        top = np.float32(0.0)
+        for t in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            a = abs(values[t])
+            if a > top or a != a:  # NaN sticks: a later a > NaN is False
+                top = a
+        partial[c] = top
+    top = np.float32(0.0)
+    for c in range(chunks):
+        if partial[c] > top or partial[c] != partial[c]:
+            top = partial[c]
+    return top
+
+
+def max_abs(values, scalars, slot):
+    """scalars[slot] = max |values| (0 for no values; NaN if any value is NaN)."""
+    scalars[slot] = float(_max_abs(values.reshape(-1)))
+
+
+@numba.njit(parallel=True, cache=True)
+def _extrapolate(pressure, previous):
+    for t in prange(pressure.size):
+        old = pressure[t]
+        pressure[t] = np.float32(2.0) * old - previous[t]
+        previous[t] = old
+
+
+def extrapolate(pressure, previous):
+    """pressure = 2 pressure - previous, previous = the old pressure (one pass)."""
+    _extrapolate(pressure.reshape(-1), previous.reshape(-1))
 
 
 @numba.njit(parallel=True, cache=True)

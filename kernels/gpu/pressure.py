@@ -3,7 +3,8 @@ arithmetic as kernels.reference.pressure; see there for the system and the trans
 Each function is one kernel launch on the current stream."""
 import numpy as np
 
-from ..reference.pressure import BB, COARSE_VCYCLE_CELLS, DQ, RR, RZ, RZ_NEXT, SCALAR_SLOTS  # noqa: F401
+from ..reference.pressure import (BB, COARSE_VCYCLE_CELLS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE,  # noqa: F401
+                                  DQ, RR, RZ, RZ_NEXT, SCALAR_SLOTS)
 from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
 
 SOURCE = r"""
@@ -701,6 +702,49 @@ extern "C" __global__ void cg_direction(float* __restrict__ d, const float* __re
 extern "C" __global__ void cg_shift(double* __restrict__ scalars) {
     scalars[0] = scalars[3];
 }
+
+// max |v| with NaN sticking (a later a > NaN is false), as numpy's max
+__device__ __forceinline__ float nan_max(float top, float a) {
+    return (a > top || a != a) ? a : top;
+}
+
+// grid-stride partial maxima of |values|, one per block (blockDim.x == 256)
+extern "C" __global__ void max_abs_partial(const float* __restrict__ values,
+                                           float* __restrict__ partial, long long n) {
+    __shared__ float top[256];
+    float m = 0.0f;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n;
+         t += (long long)gridDim.x * blockDim.x)
+        m = nan_max(m, fabsf(__ldg(values + t)));
+    top[threadIdx.x] = m;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) top[threadIdx.x] = nan_max(top[threadIdx.x], top[threadIdx.x + w]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = top[0];
+}
+
+extern "C" __global__ void max_abs_final(const float* __restrict__ partial,
+                                         double* __restrict__ scalars, int slot) {
+    __shared__ float top[DOT_BLOCKS];
+    top[threadIdx.x] = partial[threadIdx.x];
+    __syncthreads();
+    for (int w = DOT_BLOCKS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) top[threadIdx.x] = nan_max(top[threadIdx.x], top[threadIdx.x + w]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) scalars[slot] = (double)top[0];
+}
+
+extern "C" __global__ void extrapolate(float* __restrict__ pressure, float* __restrict__ previous,
+                                       long long n) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    const float old = pressure[t];
+    pressure[t] = 2.0f * old - previous[t];
+    previous[t] = old;
+}
 """
 
 _BLOCK = LAUNCH_BLOCK
@@ -934,6 +978,28 @@ def dot(a, b, scalars, slot):
         partial = _partials[device] = cupy.zeros(_DOT_BLOCKS, cupy.float64)
     _kernel("dot_partial")((_DOT_BLOCKS,), (256,), (a, b, partial, np.int64(a.size)))
     _kernel("dot_final")((1,), (_DOT_BLOCKS,), (partial, scalars, _i(slot)))
+
+
+def max_abs(values, scalars, slot):
+    """scalars[slot] = max |values| (0 for no values; NaN if any value is NaN). Two
+    launches, no host read."""
+    import cupy
+
+    device = cupy.cuda.Device().id
+    partial = _max_partials.get(device)
+    if partial is None:
+        partial = _max_partials[device] = cupy.zeros(_DOT_BLOCKS, cupy.float32)
+    _kernel("max_abs_partial")((_DOT_BLOCKS,), (256,), (values, partial, np.int64(values.size)))
+    _kernel("max_abs_final")((1,), (_DOT_BLOCKS,), (partial, scalars, _i(slot)))
+
+
+_max_partials = {}
+
+
+def extrapolate(pressure, previous):
+    """pressure = 2 pressure - previous, previous = the old pressure (one pass)."""
+    _kernel("extrapolate")(_blocks(pressure.size), (_BLOCK,), (pressure, previous,
+                                                                np.int64(pressure.size)))
 
 
 def cg_update(x, r, d, q, scalars):

@@ -283,12 +283,27 @@ COARSE_VCYCLE_CELLS = 4096
 # --- conjugate-gradient vector kernels: scalars live in a float64 array on the backend --
 #: slots of the CG scalar array
 RZ, DQ, RR, RZ_NEXT, BB = 0, 1, 2, 3, 4
+#: slots the wind step's diagnostics use: max |rhs| before the solve, max |div u| after
+DIVERGENCE_BEFORE, DIVERGENCE_AFTER = 5, 6
 SCALAR_SLOTS = 8
 
 
 def dot(a, b, scalars, slot):
     """scalars[slot] = sum(a * b) accumulated in float64."""
     scalars[slot] = np.dot(a.ravel().astype(np.float64), b.ravel().astype(np.float64))
+
+
+def max_abs(values, scalars, slot):
+    """scalars[slot] = max |values| (0 for no values; NaN if any value is NaN)."""
+    scalars[slot] = float(np.max(np.abs(values))) if values.size else 0.0
+
+
+def extrapolate(pressure, previous):
+    """Warm start in time: pressure = 2 pressure - previous, previous = the old pressure
+    (float32; the doubling is exact)."""
+    old = pressure.copy()
+    pressure[...] = (F32(2.0) * old - previous).astype(F32)
+    previous[...] = old
 
 
 def cg_update(x, r, d, q, scalars):

@@ -336,3 +336,25 @@ def test_gpu_state_round_trip_is_bit_exact(gpu_backend):
     assert [resumed.step((2 + s) * dt, dt) for s in range(2)] == reference
     for name, array in resumed.state_dict().items():
         np.testing.assert_array_equal(array, expected[name])
+
+
+def test_cuda_max_abs_and_extrapolate_match_reference(kernels):
+    _gw, gp, xp = kernels
+    rng = np.random.default_rng(31)
+    values = rng.standard_normal(1_000_003).astype(np.float32)
+    values[777_777] = -9.5
+    scalars = xp.zeros(gp.SCALAR_SLOTS, xp.float64)
+    host = np.zeros(gp.SCALAR_SLOTS)
+    gp.max_abs(xp.asarray(values), scalars, gp.DIVERGENCE_AFTER)
+    ref_pressure.max_abs(values, host, gp.DIVERGENCE_AFTER)
+    assert float(scalars[gp.DIVERGENCE_AFTER]) == host[gp.DIVERGENCE_AFTER] == 9.5
+    values[12] = np.nan
+    gp.max_abs(xp.asarray(values), scalars, gp.DIVERGENCE_BEFORE)
+    assert np.isnan(float(scalars[gp.DIVERGENCE_BEFORE]))
+    pressure = rng.standard_normal((5, 7, 9)).astype(np.float32)
+    previous = rng.standard_normal((5, 7, 9)).astype(np.float32)
+    dp, dq = xp.asarray(pressure), xp.asarray(previous)
+    ref_pressure.extrapolate(pressure, previous)
+    gp.extrapolate(dp, dq)
+    np.testing.assert_array_equal(xp.asnumpy(dp), pressure)
+    np.testing.assert_array_equal(xp.asnumpy(dq), previous)
