@@ -96,7 +96,8 @@ def measure(shape, copy_bw, modules=None, kernels=True):
         kw, kp = ws._wind, ws._pressure
         un, vn, wn = ws._next
         vx, vy = ws.inflow(0.0)
-        t = timed(lambda: kw.advect_velocity(ws.u, ws.v, ws.w, ws.solid, vx, vy, 1.0, dt, un, vn, wn))
+        t = timed(lambda: kw.advect_velocity(ws.u, ws.v, ws.w, ws.solid, vx, vy, ws._last_sides, 1.0, dt,
+                                                un, vn, wn))
         r["advect_ms"], r["advect_frac"] = t * 1e3, (2 * faces * 4 + cells) / t / copy_bw
         cx, cy, cz = ws.levels[0].coef
         t = timed(lambda: kw.project(ws.u, ws.v, ws.w, ws.pressure, cx, cy, cz, 0.0))

@@ -12,6 +12,8 @@ import math
 import numpy as np
 
 from ..kernels.reference.rng import random_uniform
+from ..kernels.reference.wind import (INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MINUS,
+                                      INFLOW_Y_PLUS, inflow_sides_of)
 from .errors import SnowInputError
 from .settings import SOR5_RELAXATION
 
@@ -104,7 +106,10 @@ def base_wind(settings, time: float) -> tuple[float, float]:
 def inflow_at(settings, time: float) -> tuple[float, float]:
     """Inflow wind (vx, vy) in m/s at ``time`` s with gusts: gust keys every gust_period
     seconds, key n drawn with random_uniform(seed, n, 0, stream), linear in between:
-    speed * (1 + gust_strength * (2u - 1)), heading + gust_direction_jitter * (2u' - 1)."""
+    speed * (1 + gust_strength * (2u - 1)), heading + gust_direction_jitter * (2u' - 1).
+    (A cosine ease between the keys was measured: the warm start's extrapolation then
+    misses a little on every step instead of only at the keys, 4 CG iterations per step
+    instead of 1-2 on profile-2013.)"""
     speed, heading = base_wind(settings, time)
     t = max(float(time), 0.0) / float(settings.gust_period)
     key = int(math.floor(t))
@@ -116,14 +121,25 @@ def inflow_at(settings, time: float) -> tuple[float, float]:
     offsets = float(settings.gust_direction_jitter) * (2.0 * ud - 1.0)
     speed *= (1.0 - frac) * factors[0] + frac * factors[1]
     heading += (1.0 - frac) * offsets[0] + frac * offsets[1]
+    return _components(speed, heading)
+
+
+def _components(speed: float, heading: float) -> tuple[float, float]:
+    """(vx, vy) m/s of a wind of ``speed`` m/s toward ``heading`` degrees; components below
+    1e-7 of the speed are 0, so a heading along an axis gives exactly one inflow side, not
+    a second one at 1e-16 m/s."""
     angle = math.radians(heading)
     vx, vy = speed * math.cos(angle), speed * math.sin(angle)
-    # a heading along an axis gives exactly one inflow side, not a second one at 1e-16 m/s
-    if abs(vx) < 1e-7 * speed:
-        vx = 0.0
-    if abs(vy) < 1e-7 * speed:
-        vy = 0.0
-    return vx, vy
+    return (0.0 if abs(vx) < 1e-7 * speed else vx), (0.0 if abs(vy) < 1e-7 * speed else vy)
+
+
+def inflow_sides(settings, time: float) -> int:
+    """The domain sides the wind blows in through at ``time`` s (bit mask, see
+    kernels/reference/wind.py): those of the wind before gusts (``base_wind``). Gusts change
+    the inflow's speed and direction, not which sides take it, so a gust never switches a
+    side between inflow (prescribed velocity) and outflow (p = 0): such a switch changes
+    the pressure field everywhere at once."""
+    return inflow_sides_of(*_components(*base_wind(settings, time)))
 
 
 def multigrid_levels(shape: tuple[int, int, int]) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
@@ -212,6 +228,10 @@ class WindSolver:
         shape = grid.shape
         u_shape, v_shape, w_shape = _face_shapes(shape)
         vx, vy = self.inflow(0.0)
+        self._last_sides = inflow_sides(settings, 0.0)  # those project_obstacles builds for
+        self.obstacle_projection = None
+        """(iterations, relative residual, converged) of the latest update_obstacles'
+        projection, None when it made none."""
         self.u = xp.full(u_shape, vx, dtype=F32)
         self.v = xp.full(v_shape, vy, dtype=F32)
         self.w = xp.zeros(w_shape, F32)
@@ -263,7 +283,9 @@ class WindSolver:
 
     def update_obstacles(self, height, snow_depth, heightmap) -> None:
         """Mark cells whose centre lies below the bilinear height + snow depth (backend
-        arrays (ny, nx) float32 m on ``heightmap``, a HeightmapGrid) as solid."""
+        arrays (ny, nx) float32 m on ``heightmap``, a HeightmapGrid) as solid. When cells
+        changed and the solver is "mgpcg", the wind is made divergence free around the new
+        obstacles at once (see project_obstacles)."""
         for name, array in (("height", height), ("snow_depth", snow_depth)):
             if tuple(array.shape) != tuple(heightmap.shape):
                 raise SnowInputError(name, f"has shape {tuple(array.shape)} but the heightmap is"
@@ -271,10 +293,42 @@ class WindSolver:
         height = self.backend.asarray(height, dtype=np.float32)  # no copy when already so
         snow_depth = self.backend.asarray(snow_depth, dtype=np.float32)
         g = self.grid
+        before = self.solid.copy()
         self._wind.solid_from_heightmap(height, snow_depth, float(heightmap.x0), float(heightmap.y0),
                                         float(heightmap.spacing), float(g.x0), float(g.y0),
                                         float(g.z0), float(g.cell_size), self.solid)
         self._coefficients_for = None
+        self.obstacle_projection = None
+        if self.settings.pressure_solver == "mgpcg" and bool((before != self.solid).any()):
+            self.obstacle_projection = self.project_obstacles()
+
+    def project_obstacles(self) -> tuple[int, float, bool]:
+        """Zero the velocity on every face that touches a solid cell and project the wind to
+        divergence free ("mgpcg" from 0, the same tolerance as a step), with the sides of the
+        latest step. Cells that turn solid under new snow would otherwise inject their
+        blocked flux into the next step's pressure solve, and through the warm start into
+        the two after it. The pressure and its history are left as they were: this
+        correction is not part of the pressure's evolution. Returns (iterations, relative
+        residual, converged)."""
+        self._ensure_coefficients(self._last_sides)
+        fluid = self.solid == 0
+        self.u[:, :, :-1] *= fluid
+        self.u[:, :, 1:] *= fluid
+        self.v[:, :-1, :] *= fluid
+        self.v[:, 1:, :] *= fluid
+        self.w[:-1] *= fluid
+        self.w[1:] *= fluid
+        h = float(self.grid.cell_size)
+        dt = float(self.settings.time_step)
+        self._wind.divergence(self.u, self.v, self.w, self.solid, -h / dt, self._rhs)
+        kept = self._divergence  # scratch until the next step's final divergence
+        kept[...] = self.pressure
+        self.pressure.fill(0)
+        result = self._solve_mgpcg()
+        cx, cy, cz = self.levels[0].coef
+        self._wind.project(self.u, self.v, self.w, self.pressure, cx, cy, cz, dt / h)
+        self.pressure[...] = kept
+        return result
 
     # --- stepping ----------------------------------------------------------------------
     def step(self, time: float, dt: float) -> WindStepInfo:
@@ -285,11 +339,13 @@ class WindSolver:
         xp = self.xp
         h = float(self.grid.cell_size)
         vx, vy = self.inflow(time)
+        sides = self._last_sides = inflow_sides(self.settings, time)
         un, vn, wn = self._next
-        self._wind.advect_velocity(self.u, self.v, self.w, self.solid, vx, vy, h, dt, un, vn, wn)
+        self._wind.advect_velocity(self.u, self.v, self.w, self.solid, vx, vy, sides, h, dt,
+                                   un, vn, wn)
         self._next = (self.u, self.v, self.w)
         self.u, self.v, self.w = un, vn, wn
-        self._ensure_coefficients(vx, vy)
+        self._ensure_coefficients(sides)
 
         # A p = -(h^2 / dt) div u  makes  u -= (dt / h) * grad_h p  divergence free
         kp = self._pressure
@@ -309,11 +365,11 @@ class WindSolver:
         return WindStepInfo(iterations, relative, converged, (vx, vy), maxima,
                             self.backend.to_host, before_scale=dt / (h * h))
 
-    def _ensure_coefficients(self, vx: float, vy: float) -> None:
-        """(Re)build the face coefficients of every level when the obstacles or the set of
-        outflow sides changed (the kernels decide inflow sides on the float32 values)."""
-        vx, vy = F32(vx), F32(vy)
-        outflow = (not vx > 0, not vx < 0, not vy > 0, not vy < 0)
+    def _ensure_coefficients(self, sides: int) -> None:
+        """(Re)build the face coefficients of every level when the obstacles or the inflow
+        sides (bit mask) changed: the other sides are outflow (Dirichlet) sides."""
+        outflow = tuple(not sides & bit for bit in (INFLOW_X_MINUS, INFLOW_X_PLUS,
+                                                    INFLOW_Y_MINUS, INFLOW_Y_PLUS))
         if outflow == self._coefficients_for:
             return
         kp = self._pressure

@@ -40,13 +40,19 @@ def _quarter(a, b, c, d):
 
 
 @numba.njit(parallel=True, cache=True)
-def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_out, w_out):
-    """Semi-Lagrangian self-advection over dt (s) plus the boundary conditions."""
+def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+                    u_out, v_out, w_out):
+    """Semi-Lagrangian self-advection over dt (s) plus the boundary conditions (inflow
+    through the sides of the bit mask ``inflow_sides``, see the reference)."""
     nz, ny, nx = solid.shape
     h = np.float32(cell_size)
     dt = np.float32(dt)
     vx = np.float32(inflow_x)
     vy = np.float32(inflow_y)
+    x_minus = (inflow_sides & 1) != 0
+    x_plus = (inflow_sides & 2) != 0
+    y_minus = (inflow_sides & 4) != 0
+    y_plus = (inflow_sides & 8) != 0
     zero = np.float32(0.0)
     half = np.float32(0.5)
     for kj in prange(nz * ny):
@@ -55,9 +61,9 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_
         y = (np.float32(j) + half) * h
         z = (np.float32(k) + half) * h
         for i in range(nx + 1):
-            if i == 0 and vx > 0:
+            if i == 0 and x_minus:
                 val = vx
-            elif i == nx and vx < 0:
+            elif i == nx and x_plus:
                 val = vx
             else:
                 src = 1 if i == 0 else (nx - 1 if i == nx else i)
@@ -67,7 +73,7 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_
                 fz = _quarter(w[k, j, il], w[k, j, ir], w[k + 1, j, il], w[k + 1, j, ir])
                 val = _advected(u, np.float32(src) * h, y, z, u[k, j, src], fy, fz, h, dt,
                                 zero, half, half)
-                if (j == 0 and vy > 0) or (j == ny - 1 and vy < 0):
+                if (j == 0 and y_minus) or (j == ny - 1 and y_plus):
                     val = vx
             if (i > 0 and solid[k, j, i - 1] != 0) or (i < nx and solid[k, j, i] != 0):
                 val = zero
@@ -77,9 +83,9 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_
         j = kj % (ny + 1)
         z = (np.float32(k) + half) * h
         for i in range(nx):
-            if j == 0 and vy > 0:
+            if j == 0 and y_minus:
                 val = vy
-            elif j == ny and vy < 0:
+            elif j == ny and y_plus:
                 val = vy
             else:
                 src = 1 if j == 0 else (ny - 1 if j == ny else j)
@@ -90,7 +96,7 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_
                 x = (np.float32(i) + half) * h
                 val = _advected(v, x, np.float32(src) * h, z, fx, v[k, src, i], fz, h, dt,
                                 half, zero, half)
-                if (i == 0 and vx > 0) or (i == nx - 1 and vx < 0):
+                if (i == 0 and x_minus) or (i == nx - 1 and x_plus):
                     val = vy
             if (j > 0 and solid[k, j - 1, i] != 0) or (j < ny and solid[k, j, i] != 0):
                 val = zero
@@ -103,8 +109,8 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_
         for i in range(nx):
             if k == 0 or k == nz:
                 val = zero
-            elif (i == 0 and vx > 0) or (i == nx - 1 and vx < 0) or \
-                    (j == 0 and vy > 0) or (j == ny - 1 and vy < 0):
+            elif (i == 0 and x_minus) or (i == nx - 1 and x_plus) or \
+                    (j == 0 and y_minus) or (j == ny - 1 and y_plus):
                 val = zero
             elif solid[k - 1, j, i] != 0 or solid[k, j, i] != 0:
                 val = zero

@@ -321,11 +321,13 @@ __global__ void transfer_scale(const float* __restrict__ ccx, const float* __res
     out[t] = acc > 0.0f ? 1.0f / acc : 0.0f;
 }
 
-extern "C" __global__ void restrict_scaled_residual(const float* __restrict__ r,
-                                                    const float* __restrict__ scale,
-                                                    int fx, int fy, int fz,
-                                                    float* __restrict__ out, int nx, int ny, int nz,
-                                                    int ncx, int ncy, int ncz) {
+// The factors are template arguments: the gather loops unroll and the weights fold into
+// constants (the same operations in the same order as with run-time factors).
+template <int fx, int fy, int fz>
+__global__ void restrict_scaled_residual(const float* __restrict__ r,
+                                         const float* __restrict__ scale,
+                                         float* __restrict__ out, int nx, int ny, int nz,
+                                         int ncx, int ncy, int ncz) {
     const int I = blockIdx.x * blockDim.x + threadIdx.x;
     const int J = blockIdx.y * blockDim.y + threadIdx.y;
     const int K = blockIdx.z;
@@ -355,10 +357,10 @@ extern "C" __global__ void restrict_scaled_residual(const float* __restrict__ r,
     out[(K * ncy + J) * ncx + I] = acc;
 }
 
-extern "C" __global__ void prolong_scaled_add(const float* __restrict__ coarse,
-                                              const float* __restrict__ scale,
-                                              int fx, int fy, int fz, float* __restrict__ p,
-                                              int nx, int ny, int nz, int ncx, int ncy, int ncz) {
+template <int fx, int fy, int fz>
+__global__ void prolong_scaled_add(const float* __restrict__ coarse,
+                                   const float* __restrict__ scale, float* __restrict__ p,
+                                   int nx, int ny, int nz, int ncx, int ncy, int ncz) {
     CELL3
     const float s = __ldg(scale + t);
     float acc = 0.0f;
@@ -755,11 +757,19 @@ _f = np.float32
 _TEMPLATED = ("face_coefficients", "restrict_coefficients", "apply_operator", "residual",
               "jacobi_sweep", "redblack_sweep", "prolong_add", "redblack_pairs_block",
               "transfer_scale")
-_NAMES = template_names(*_TEMPLATED)
+#: Kernels templated on the coarsening factors (fx, fy, fz), each 1 or 2.
+_BY_FACTORS = ("restrict_scaled_residual", "prolong_scaled_add")
+_NAMES = template_names(*_TEMPLATED) + tuple(
+    f"{name}<{fx},{fy},{fz}>" for name in _BY_FACTORS
+    for fx in (1, 2) for fy in (1, 2) for fz in (1, 2))
 
 
 def _kernel(name, coef=None):
     return get_kernel(SOURCE, _NAMES, name, coef)
+
+
+def _kernel_by_factors(name, fx, fy, fz):
+    return get_kernel(SOURCE, _NAMES, f"{name}<{int(fx)},{int(fy)},{int(fz)}>")
 
 
 _blocks = blocks
@@ -865,8 +875,8 @@ def restrict_scaled_residual(r, scale, fx, fy, fz, out):
     nz, ny, nx = r.shape
     ncz, ncy, ncx = out.shape
     grid, block = _tiles(ncx, ncy, ncz)
-    _kernel("restrict_scaled_residual")(grid, block, (
-        r, scale, _i(fx), _i(fy), _i(fz), out, _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
+    _kernel_by_factors("restrict_scaled_residual", fx, fy, fz)(grid, block, (
+        r, scale, out, _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
 
 
 def prolong_scaled_add(coarse, scale, fx, fy, fz, p):
@@ -874,9 +884,8 @@ def prolong_scaled_add(coarse, scale, fx, fy, fz, p):
     nz, ny, nx = p.shape
     ncz, ncy, ncx = coarse.shape
     grid, block = _tiles(nx, ny, nz)
-    _kernel("prolong_scaled_add")(grid, block, (
-        coarse, scale, _i(fx), _i(fy), _i(fz), p,
-        _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
+    _kernel_by_factors("prolong_scaled_add", fx, fy, fz)(grid, block, (
+        coarse, scale, p, _i(nx), _i(ny), _i(nz), _i(ncx), _i(ncy), _i(ncz)))
 
 
 #: Levels with at most this many cells are smoothed by one block in one launch.

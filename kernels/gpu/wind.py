@@ -34,11 +34,11 @@ __device__ __forceinline__ float quarter(float a, float b, float c, float d) {
 __device__ __forceinline__ float advect_u(const float* __restrict__ u, const float* __restrict__ v,
                                          const float* __restrict__ w,
                                          const unsigned char* __restrict__ solid,
-                                         float vx, float vy, float h, float dt,
+                                         float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
     float val;
-    if (i == 0 && vx > 0.0f) val = vx;
-    else if (i == nx && vx < 0.0f) val = vx;
+    if (i == 0 && (sides & 1)) val = vx;
+    else if (i == nx && (sides & 2)) val = vx;
     else {
         int src = i == 0 ? 1 : (i == nx ? nx - 1 : i);
         int il = max(src - 1, 0), ir = min(src, nx - 1);
@@ -49,7 +49,7 @@ __device__ __forceinline__ float advect_u(const float* __restrict__ u, const flo
         float fx = __ldg(u + (k * ny + j) * (nx + 1) + src);
         float y = ((float)j + 0.5f) * h, z = ((float)k + 0.5f) * h;
         val = advected(u, nx + 1, ny, nz, (float)src * h, y, z, fx, fy, fz, h, dt, 0.0f, 0.5f, 0.5f);
-        if ((j == 0 && vy > 0.0f) || (j == ny - 1 && vy < 0.0f)) val = vx;
+        if ((j == 0 && (sides & 4)) || (j == ny - 1 && (sides & 8))) val = vx;
     }
     if ((i > 0 && SOLID(k, j, i - 1)) || (i < nx && SOLID(k, j, i))) val = 0.0f;
     return val;
@@ -58,11 +58,11 @@ __device__ __forceinline__ float advect_u(const float* __restrict__ u, const flo
 __device__ __forceinline__ float advect_v(const float* __restrict__ u, const float* __restrict__ v,
                                          const float* __restrict__ w,
                                          const unsigned char* __restrict__ solid,
-                                         float vx, float vy, float h, float dt,
+                                         float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
     float val;
-    if (j == 0 && vy > 0.0f) val = vy;
-    else if (j == ny && vy < 0.0f) val = vy;
+    if (j == 0 && (sides & 4)) val = vy;
+    else if (j == ny && (sides & 8)) val = vy;
     else {
         int src = j == 0 ? 1 : (j == ny ? ny - 1 : j);
         int jl = max(src - 1, 0), jr = min(src, ny - 1);
@@ -74,7 +74,7 @@ __device__ __forceinline__ float advect_v(const float* __restrict__ u, const flo
         float fy = __ldg(v + (k * (ny + 1) + src) * nx + i);
         float x = ((float)i + 0.5f) * h, z = ((float)k + 0.5f) * h;
         val = advected(v, nx, ny + 1, nz, x, (float)src * h, z, fx, fy, fz, h, dt, 0.5f, 0.0f, 0.5f);
-        if ((i == 0 && vx > 0.0f) || (i == nx - 1 && vx < 0.0f)) val = vy;
+        if ((i == 0 && (sides & 1)) || (i == nx - 1 && (sides & 2))) val = vy;
     }
     if ((j > 0 && SOLID(k, j - 1, i)) || (j < ny && SOLID(k, j, i))) val = 0.0f;
     return val;
@@ -83,11 +83,11 @@ __device__ __forceinline__ float advect_v(const float* __restrict__ u, const flo
 __device__ __forceinline__ float advect_w(const float* __restrict__ u, const float* __restrict__ v,
                                          const float* __restrict__ w,
                                          const unsigned char* __restrict__ solid,
-                                         float vx, float vy, float h, float dt,
+                                         float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
     if (k == 0 || k == nz) return 0.0f;
-    if ((i == 0 && vx > 0.0f) || (i == nx - 1 && vx < 0.0f) ||
-        (j == 0 && vy > 0.0f) || (j == ny - 1 && vy < 0.0f)) return 0.0f;
+    if ((i == 0 && (sides & 1)) || (i == nx - 1 && (sides & 2)) ||
+        (j == 0 && (sides & 4)) || (j == ny - 1 && (sides & 8))) return 0.0f;
     if (SOLID(k - 1, j, i) || SOLID(k, j, i)) return 0.0f;
     // 0 < k < nz here: the cells below and above exist
     int ul = ((k - 1) * ny + j) * (nx + 1) + i, ur = ul + ny * (nx + 1);
@@ -102,16 +102,16 @@ __device__ __forceinline__ float advect_w(const float* __restrict__ u, const flo
 extern "C" __global__ void advect_velocity(const float* __restrict__ u, const float* __restrict__ v,
                                            const float* __restrict__ w,
                                            const unsigned char* __restrict__ solid,
-                                           float vx, float vy, float h, float dt,
+                                           float vx, float vy, int sides, float h, float dt,
                                            float* __restrict__ uo, float* __restrict__ vo,
                                            float* __restrict__ wo, int nx, int ny, int nz) {
     FACE3
     if (j < ny && k < nz)
-        uo[(k * ny + j) * (nx + 1) + i] = advect_u(u, v, w, solid, vx, vy, h, dt, i, j, k, nx, ny, nz);
+        uo[(k * ny + j) * (nx + 1) + i] = advect_u(u, v, w, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
     if (i < nx && k < nz)
-        vo[(k * (ny + 1) + j) * nx + i] = advect_v(u, v, w, solid, vx, vy, h, dt, i, j, k, nx, ny, nz);
+        vo[(k * (ny + 1) + j) * nx + i] = advect_v(u, v, w, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
     if (i < nx && j < ny)
-        wo[(k * ny + j) * nx + i] = advect_w(u, v, w, solid, vx, vy, h, dt, i, j, k, nx, ny, nz);
+        wo[(k * ny + j) * nx + i] = advect_w(u, v, w, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
 }
 
 extern "C" __global__ void divergence(const float* __restrict__ u, const float* __restrict__ v,
@@ -214,13 +214,16 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
         f(x0), f(y0), f(z0), f(cell_size), solid, np.int32(nx), np.int32(ny), np.int32(nz)))
 
 
-def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_out, w_out):
-    """Semi-Lagrangian self-advection over dt (s) plus the boundary conditions (one launch)."""
+def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+                    u_out, v_out, w_out):
+    """Semi-Lagrangian self-advection over dt (s) plus the boundary conditions (inflow
+    through the sides of the bit mask ``inflow_sides``; one launch)."""
     nz, ny, nx = solid.shape
     f = np.float32
     grid, block = _tiles(nx + 1, ny + 1, nz + 1)
     _kernel("advect_velocity")(grid, block, (
-        u, v, w, solid, f(inflow_x), f(inflow_y), f(cell_size), f(dt), u_out, v_out, w_out,
+        u, v, w, solid, f(inflow_x), f(inflow_y), np.int32(inflow_sides), f(cell_size), f(dt),
+        u_out, v_out, w_out,
         np.int32(nx), np.int32(ny), np.int32(nz)))
 
 

@@ -5,12 +5,14 @@ Shapes (see snow_addon/grid.py): cells ``(nz, ny, nx)``; faces ``u (nz, ny, nx+1
 ``v (nz, ny+1, nx)``, ``w (nz+1, ny, nx)``; all float32, velocities in m/s. Positions
 inside these kernels are grid-local (metres from the grid's min corner).
 
-Boundary rule per face (the same in every backend), for inflow ``(vx, vy)`` m/s:
+Boundary rule per face (the same in every backend), for inflow ``(vx, vy)`` m/s through
+the sides of ``inflow_sides`` (a bit mask of INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MINUS
+and INFLOW_Y_PLUS; the solver picks them from the wind before gusts with
+``inflow_sides_of``, so that gusts do not switch a side between inflow and outflow):
 
-* a domain side whose outward normal points against the inflow (x- when vx > 0, x+
-  when vx < 0, y- when vy > 0, y+ when vy < 0) is an inflow side: its normal faces take
-  the inflow component, and the faces of the first cell column inside it take the
-  inflow's tangential component (w = 0);
+* an inflow side's normal faces take the inflow component (of either sign), and the
+  faces of the first cell column inside it take the inflow's tangential component
+  (w = 0);
 * any other side is an outflow side: its normal faces copy the advected value of the
   next interior face (zero gradient);
 * w = 0 on the bottom and top faces (ground and free-slip lid);
@@ -22,6 +24,17 @@ from .sampling import sample_bilinear, sample_trilinear
 
 F32 = np.float32
 HALF = F32(0.5)
+
+#: Bits of ``inflow_sides``: the domain sides whose faces take the inflow wind.
+INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MINUS, INFLOW_Y_PLUS = 1, 2, 4, 8
+
+
+def inflow_sides_of(vx, vy) -> int:
+    """The sides a wind (vx, vy) m/s blows in through: x- when vx > 0, x+ when vx < 0, y-
+    when vy > 0, y+ when vy < 0 (float32 comparisons, as the kernels see the values)."""
+    vx, vy = F32(vx), F32(vy)
+    return ((INFLOW_X_MINUS if vx > 0 else 0) | (INFLOW_X_PLUS if vx < 0 else 0)
+            | (INFLOW_Y_MINUS if vy > 0 else 0) | (INFLOW_Y_PLUS if vy < 0 else 0))
 
 
 def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid):
@@ -89,14 +102,19 @@ def _positions(shape, ox, oy, oz, h):
     return (i + ox) * h, (j + oy) * h, (k + oz) * h
 
 
-def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_out, w_out):
+def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+                    u_out, v_out, w_out):
     """Semi-Lagrangian self-advection of each face component over ``dt`` seconds (back-trace
     with the full velocity at the face: the component itself and the trilinear (4-face
     average) other two; trilinear sampling clamped at the domain), then the
-    boundary conditions for inflow (inflow_x, inflow_y) m/s. Writes u_out, v_out, w_out."""
+    boundary conditions for inflow (inflow_x, inflow_y) m/s through ``inflow_sides`` (bit
+    mask). Writes u_out, v_out, w_out."""
     nz, ny, nx = solid.shape
     h, dt = F32(cell_size), F32(dt)
     vx, vy = F32(inflow_x), F32(inflow_y)
+    sides = int(inflow_sides)
+    x_minus, x_plus = bool(sides & INFLOW_X_MINUS), bool(sides & INFLOW_X_PLUS)
+    y_minus, y_plus = bool(sides & INFLOW_Y_MINUS), bool(sides & INFLOW_Y_PLUS)
     zero = F32(0.0)
     solid = solid.astype(bool)
 
@@ -104,17 +122,17 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_
     x, y, z = _positions(u.shape, F32(0.0), HALF, HALF, h)
     adv = _advected(u, x, y, z, *face_velocity_u(u, v, w), h, dt, zero, HALF, HALF)
     out = adv.copy()
-    if vx > 0:
+    if x_minus:
         out[:, :, 0] = vx
     else:
         out[:, :, 0] = adv[:, :, 1]
-    if vx < 0:
+    if x_plus:
         out[:, :, nx] = vx
     else:
         out[:, :, nx] = adv[:, :, nx - 1]
-    if vy > 0:
+    if y_minus:
         out[:, 0, :] = vx
-    if vy < 0:
+    if y_plus:
         out[:, ny - 1, :] = vx
     out[:, :, :nx][solid] = zero
     out[:, :, 1:][solid] = zero
@@ -124,17 +142,17 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_
     x, y, z = _positions(v.shape, HALF, F32(0.0), HALF, h)
     adv = _advected(v, x, y, z, *face_velocity_v(u, v, w), h, dt, HALF, zero, HALF)
     out = adv.copy()
-    if vy > 0:
+    if y_minus:
         out[:, 0, :] = vy
     else:
         out[:, 0, :] = adv[:, 1, :]
-    if vy < 0:
+    if y_plus:
         out[:, ny, :] = vy
     else:
         out[:, ny, :] = adv[:, ny - 1, :]
-    if vx > 0:
+    if x_minus:
         out[:, :, 0] = vy
-    if vx < 0:
+    if x_plus:
         out[:, :, nx - 1] = vy
     out[:, :ny, :][solid] = zero
     out[:, 1:, :][solid] = zero
@@ -143,13 +161,13 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, cell_size, dt, u_out, v_
     # w faces
     x, y, z = _positions(w.shape, HALF, HALF, F32(0.0), h)
     out = _advected(w, x, y, z, *face_velocity_w(u, v, w), h, dt, HALF, HALF, zero)
-    if vx > 0:
+    if x_minus:
         out[:, :, 0] = zero
-    if vx < 0:
+    if x_plus:
         out[:, :, nx - 1] = zero
-    if vy > 0:
+    if y_minus:
         out[:, 0, :] = zero
-    if vy < 0:
+    if y_plus:
         out[:, ny - 1, :] = zero
     out[0] = zero
     out[nz] = zero

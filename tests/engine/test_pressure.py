@@ -343,7 +343,7 @@ def _terrain_solver(n, nz):
     y, x = np.mgrid[0:hm.ny, 0:hm.nx] * hm.spacing
     height = (0.25 * nz * (0.5 + 0.5 * np.sin(x / n * 6.0) * np.cos(y / n * 5.0)) + 1.5)
     solver.update_obstacles(height.astype(np.float32), np.zeros(hm.shape, np.float32), hm)
-    solver._ensure_coefficients(*solver.inflow(0.0))
+    solver._ensure_coefficients(solver._last_sides)
     return solver
 
 

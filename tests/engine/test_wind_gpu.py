@@ -42,17 +42,20 @@ def _close(device, expected, xp, tol=1e-5):
     np.testing.assert_allclose(xp.asnumpy(device), expected, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("inflow", [(2.5, -1.0), (-3.0, 0.0), (0.0, 0.0)])
+@pytest.mark.parametrize("inflow, sides", [((2.5, -1.0), None), ((-3.0, 0.0), None),
+                                           ((0.0, 0.0), None), ((2.5, -1.0), 1), ((-0.5, 0.3), 9)])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_cuda_advection_matches_reference(kernels, inflow, shape):
+def test_cuda_advection_matches_reference(kernels, inflow, sides, shape):
     gw, _gp, xp = kernels
     rng = np.random.default_rng(21)
     u, v, w = _faces(shape, rng)
     solid = (rng.random(shape) < 0.15).astype(np.uint8)
+    sides = ref_wind.inflow_sides_of(*inflow) if sides is None else sides  # bits: x-, x+, y-, y+
     expected = tuple(np.zeros_like(a) for a in (u, v, w))
-    ref_wind.advect_velocity(u, v, w, solid, *inflow, 0.7, 0.13, *expected)
+    ref_wind.advect_velocity(u, v, w, solid, *inflow, sides, 0.7, 0.13, *expected)
     out = tuple(xp.full(a.shape, 99.0, xp.float32) for a in (u, v, w))
-    gw.advect_velocity(*(xp.asarray(a) for a in (u, v, w)), xp.asarray(solid), *inflow, 0.7, 0.13, *out)
+    gw.advect_velocity(*(xp.asarray(a) for a in (u, v, w)), xp.asarray(solid), *inflow, sides,
+                       0.7, 0.13, *out)
     for a, e in zip(out, expected):
         _close(a, e, xp)
 
