@@ -27,8 +27,7 @@ import numpy as np
 from ..panels.wind_overlay import WindOverlay
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.settings import SnowSettings
-from ..panels.properties import (DEFAULT_CACHE_FOLDER, terrain_objects, to_snow_settings,
-                                 unit_scale)
+from ..properties import DEFAULT_CACHE_FOLDER, terrain_objects, to_snow_settings, unit_scale
 from . import particle_output, snow_output
 from .scene_io import read_terrain, resolve_cache_folder
 

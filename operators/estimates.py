@@ -12,7 +12,7 @@ import bpy
 from ..snow_addon.backend import select_backend
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.grid import HeightmapGrid, WindGrid
-from ..panels.properties import terrain_objects, to_snow_settings
+from ..properties import terrain_objects, to_snow_settings
 from .scene_io import read_terrain, world_bounds
 
 

@@ -13,7 +13,7 @@ import bpy
 import numpy as np
 
 from ..snow_addon.errors import SnowInputError
-from ..panels.properties import DEFAULT_CACHE_FOLDER, unit_scale
+from ..properties import DEFAULT_CACHE_FOLDER, unit_scale
 
 #: Name of the Geometry Nodes modifier the add-on puts on each terrain object.
 SNOW_MODIFIER_NAME = "Snowfall Snow"

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.terrain import build_heightmap, check_terrain_arrays
-from ..panels.properties import unit_scale
+from ..properties import unit_scale
 from .scene_io import read_terrain
 
 PREVIEW_NAME = "Snowfall Heightmap"

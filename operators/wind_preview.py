@@ -15,7 +15,7 @@ import bpy
 import numpy as np
 from bpy.props import EnumProperty, FloatProperty, IntProperty
 
-from ..panels.properties import terrain_objects, to_snow_settings, unit_scale
+from ..properties import terrain_objects, to_snow_settings, unit_scale
 from ..panels.wind_overlay import WindOverlay
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.grid import HeightmapGrid

@@ -1,14 +1,7 @@
-"""bpy UI: the settings (``Scene.snowfall``), the Physics-tab and 3D-view sidebar panels,
-and the viewport wind overlay (its sub-panel hangs under ``VIEW3D_PT_snowfall``)."""
-from . import main, properties, wind_overlay
-
-
-def register_properties():
-    properties.register()
-
-
-def unregister_properties():
-    properties.unregister()
+"""bpy UI: the Physics-tab and 3D-view sidebar panels and the viewport wind overlay (its
+sub-panel hangs under ``VIEW3D_PT_snowfall``). The settings they draw (``Scene.snowfall``)
+live in ``properties/``."""
+from . import main, wind_overlay
 
 
 def register():

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import bpy
 
+from ..properties import terrain_objects, unit_scale
 from ..snow_addon.errors import SnowInputError
-from .properties import terrain_objects, unit_scale
 
 
 def _megabytes(count: int) -> str:
@@ -15,7 +15,7 @@ def _megabytes(count: int) -> str:
 
 
 def draw_snowfall(layout, context):
-    # Imported here: operators/ imports panels.properties, so a module-level import of
+    # Imported here: operators/ imports panels.wind_overlay, so a module-level import of
     # operators/ from panels/ would be circular.
     from ..operators.bake import running_job
     from ..operators.estimates import backend_choice, estimate
@@ -49,6 +49,14 @@ def draw_snowfall(layout, context):
     col.prop(props, "gust_strength")
     col.prop(props, "gust_period")
     col.prop(props, "gust_direction_jitter")
+    box = col.box()
+    box.label(text="Drift")
+    box.prop(props, "drift_enabled")
+    sub = box.column()
+    sub.active = props.drift_enabled
+    sub.prop(props, "drift_threshold")
+    sub.prop(props, "drift_strength")
+    sub.prop(props, "roughness_length")
 
     col = layout.column(heading="Snow")
     col.prop(props, "flake_count")

@@ -9,7 +9,7 @@ import pytest
 
 from snowfall.operators import particle_output, snow_output
 from snowfall.operators.bake import BakeJob, read_meta, scene_cache_folder
-from snowfall.panels.properties import to_snow_settings
+from snowfall.properties import to_snow_settings
 from snowfall.snow_addon import Simulation
 
 

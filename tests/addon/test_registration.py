@@ -65,3 +65,18 @@ def test_panels_draw_without_errors(addon, tools, tmp_path):
     text = "\n".join(layout.labels)
     assert "Backend: cpu" in text and "Why:" in text
     assert f"Wind {guess.wind.nx} x {guess.wind.ny} x {guess.wind.nz}" in text
+
+
+def test_properties_depend_on_neither_operators_nor_panels():
+    """The scene's settings are data: operators/ and panels/ import properties/, never the
+    other way round."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(snowfall.__file__).parent / "properties"
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                tops = ({node.module.split(".")[0]} if node.module
+                        else {alias.name for alias in node.names})
+                assert not tops & {"operators", "panels"}, (path.name, ast.dump(node))

@@ -22,6 +22,6 @@ def test_sample_scene_builds_and_bakes(addon, tmp_path, name, terrain_name):
     assert bpy.ops.snowfall.bake() == {"FINISHED"}
     assert snow_output.baked_frames(terrain) == [1, 2, 3]
     if name == "mountain_valley":   # keyframed wind direction reaches the engine
-        from snowfall.panels.properties import to_snow_settings
+        from snowfall.properties import to_snow_settings
         keys = to_snow_settings(props, scene).wind_keys
         assert keys[0][2] == pytest.approx(90.0) and keys[-1][2] == pytest.approx(70.0)

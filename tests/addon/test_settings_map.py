@@ -1,11 +1,15 @@
 """The Blender properties map onto SnowSettings in SI units; keyframed wind is sampled per
 frame into wind_keys."""
+import dataclasses
 import math
 
 import bpy
 import pytest
 
-from snowfall.panels.properties import to_snow_settings
+from snowfall.properties import to_snow_settings
+from snowfall.snow_addon.settings import SnowSettings
+
+_DRIFT = ("drift_enabled", "drift_threshold", "drift_strength", "roughness_length")
 
 
 def test_properties_map_to_si_settings(addon):
@@ -36,6 +40,34 @@ def test_properties_map_to_si_settings(addon):
     assert settings.wind_keys == ()
     props.use_redistribution = False
     assert to_snow_settings(props, scene).redistribution_fraction == 0.0
+
+
+def test_drift_properties_map_where_the_engine_has_them(addon):
+    """Drift defaults come from SnowSettings; lengths and velocities scale to SI; a zero
+    threshold means "by snow type" (None). Fields the engine lacks are not passed."""
+    scene = addon
+    scene.unit_settings.scale_length = 0.01      # centimetres
+    props = scene.snowfall
+    defaults = SnowSettings()
+    assert props.drift_enabled is True and props.drift_threshold == 0.0
+    if hasattr(defaults, "drift_strength"):
+        assert props.drift_strength == pytest.approx(defaults.drift_strength)
+    if hasattr(defaults, "roughness_length"):
+        assert props.roughness_length == pytest.approx(defaults.roughness_length)
+    engine = {field.name for field in dataclasses.fields(SnowSettings)}
+    settings = to_snow_settings(props, scene)
+    if "drift_threshold" in engine:
+        assert settings.drift_threshold is None
+    props.drift_enabled = False
+    props.drift_threshold = 25.0                 # 25 cm/s
+    props.drift_strength = 2.5
+    props.roughness_length = 0.1                 # 0.1 cm
+    settings = to_snow_settings(props, scene)
+    expected = {"drift_enabled": False, "drift_threshold": 0.25, "drift_strength": 2.5,
+                "roughness_length": 0.001}
+    for name in _DRIFT:
+        if name in engine:
+            assert getattr(settings, name) == pytest.approx(expected[name]), name
 
 
 def test_keyframed_wind_is_sampled_per_frame(addon):

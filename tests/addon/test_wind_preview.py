@@ -7,7 +7,8 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from snowfall.panels import properties, wind_overlay  # noqa: E402
+from snowfall import properties  # noqa: E402
+from snowfall.panels import wind_overlay  # noqa: E402
 from snowfall.operators import wind_preview as preview_ops  # noqa: E402
 from snowfall.snow_addon.grid import WindGrid  # noqa: E402
 from snowfall.snow_addon.scenes import gaussian_hill  # noqa: E402

@@ -1,10 +1,10 @@
-"""The add-on's settings as Blender properties (``Scene.snowfall``) and their one mapping
-onto the engine's ``SnowSettings`` (``to_snow_settings``).
+"""The add-on's settings as Blender properties: the property groups behind ``Scene.snowfall``.
 
 Units: properties typed as lengths or velocities are stored in Blender units (and shown
-in the scene's unit system); ``to_snow_settings`` converts them to SI with the scene's
-``unit_settings.scale_length``. Angles are stored in radians (Blender's convention) and
-handed to the engine in degrees. The snowfall rate is a real-world rate in m/h.
+in the scene's unit system); ``mapping.to_snow_settings`` converts them to SI with the
+scene's ``unit_settings.scale_length``. Angles are stored in radians (Blender's convention)
+and handed to the engine in degrees. The snowfall rate is a real-world rate in m/h.
+Defaults come from ``SnowSettings()``.
 
 Nothing here records that a bake is running: that lives only in the running operator
 (see operators/bake.py), so no "running" state is ever saved in a .blend.
@@ -18,13 +18,17 @@ from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProp
                        IntProperty, PointerProperty, StringProperty)
 
 from ..snow_addon.backend import BACKEND_CHOICES
-from ..snow_addon.errors import SnowInputError
 from ..snow_addon.settings import SnowSettings
 
 #: Default cache folder, relative to the .blend ("//" is Blender's blend-relative prefix).
 DEFAULT_CACHE_FOLDER = "//snowfall_cache"
 
 _DEFAULTS = SnowSettings()
+
+# Wind-driven drift: the engine's settings may not have these yet (they map only where
+# they exist, see mapping.py); these stand-ins are the defaults until they do.
+_DRIFT_STRENGTH = getattr(_DEFAULTS, "drift_strength", 1.0)
+_ROUGHNESS_LENGTH = getattr(_DEFAULTS, "roughness_length", 5e-4)
 
 
 def _is_mesh(_self, obj):
@@ -89,6 +93,24 @@ class SnowfallSettings(bpy.types.PropertyGroup):
         min=0.0, max=math.pi, subtype="ANGLE", unit="ROTATION",
         description="Largest deviation of a gust from the mean direction")
 
+    # --- wind-driven drift (saltation along the surface wind) --------------------------------
+    drift_enabled: BoolProperty(
+        name="Wind-driven Drift", default=True,
+        description="Saltation: snow eroded where the surface wind is strong moves along it "
+                    "and settles where it slows (drifts in the lee, scoured crests)")
+    drift_threshold: FloatProperty(
+        name="Threshold Friction Velocity", default=0.0, min=0.0, soft_max=2.0,
+        unit="VELOCITY",
+        description="Friction velocity u*_t above which the wind lifts snow. 0: by snow type")
+    drift_strength: FloatProperty(
+        name="Drift Strength", default=_DRIFT_STRENGTH, min=0.0, soft_max=10.0,
+        description="Multiplier on the saltation flux (0 = no drift, 1 = the model's flux)")
+    roughness_length: FloatProperty(
+        name="Roughness Length", default=_ROUGHNESS_LENGTH, min=1e-6, soft_max=0.01,
+        precision=5, subtype="DISTANCE", unit="LENGTH",
+        description="Aerodynamic roughness z0 of the snow surface (log wind profile), "
+                    "typically 0.0001 to 0.001 m")
+
     # --- flakes ------------------------------------------------------------------------------
     flake_count: IntProperty(
         name="Flakes", default=_DEFAULTS.flake_count, min=1, soft_max=10_000_000,
@@ -148,110 +170,6 @@ class SnowfallSettings(bpy.types.PropertyGroup):
         description="Measured wall time per baked frame (last bake or measurement)")
     heightmap_object: PointerProperty(name="Heightmap Preview", type=bpy.types.Object)
     flake_emitter: PointerProperty(name="Flake Emitter", type=bpy.types.Object)
-
-
-_ANIMATED = ("wind_speed", "wind_direction")
-
-
-def unit_scale(scene) -> float:
-    """Metres per Blender unit in ``scene``."""
-    scale = float(scene.unit_settings.scale_length)
-    return scale if scale > 0.0 else 1.0
-
-
-def frames_per_second(scene) -> float:
-    return scene.render.fps / scene.render.fps_base
-
-
-def _fcurve(scene, data_path):
-    """The F-curve animating ``scene.<data_path>``, or None (Blender 4.4+ slotted actions,
-    with the pre-4.4 ``action.fcurves`` as fallback)."""
-    anim = scene.animation_data
-    if anim is None or anim.action is None:
-        return None
-    action = anim.action
-    fcurves = None
-    slot = getattr(anim, "action_slot", None)
-    if slot is not None:
-        from bpy_extras import anim_utils
-
-        bag = anim_utils.action_get_channelbag_for_slot(action, slot)
-        fcurves = bag.fcurves if bag is not None else None
-    elif hasattr(action, "fcurves"):
-        fcurves = action.fcurves
-    if fcurves is None:
-        return None
-    return fcurves.find(data_path)
-
-
-def sample_property(scene, name: str, frame: float) -> float:
-    """The value of ``scene.snowfall.<name>`` at ``frame`` (its F-curve when animated)."""
-    curve = _fcurve(scene, f"snowfall.{name}")
-    if curve is None:
-        return float(getattr(scene.snowfall, name))
-    return float(curve.evaluate(frame))
-
-
-def wind_keys(scene, frame_start: int, frame_end: int) -> tuple:
-    """((time_s, speed_m_s, direction_deg), ...) sampled at every frame from ``frame_start``
-    to ``frame_end`` when the wind is keyframed; () when it is not (the constant values
-    are then used). Time 0 is ``frame_start``."""
-    if all(_fcurve(scene, f"snowfall.{name}") is None for name in _ANIMATED):
-        return ()
-    fps = frames_per_second(scene)
-    scale = unit_scale(scene)
-    keys = []
-    for frame in range(frame_start, frame_end + 1):
-        speed = max(0.0, sample_property(scene, "wind_speed", frame)) * scale
-        direction = math.degrees(sample_property(scene, "wind_direction", frame))
-        keys.append(((frame - frame_start) / fps, speed, direction))
-    return tuple(keys)
-
-
-def to_snow_settings(props, scene, frame_start: int | None = None,
-                     frame_end: int | None = None) -> SnowSettings:
-    """The engine settings for ``props`` (a ``SnowfallSettings``) in ``scene``, in SI units.
-
-    Animated wind is sampled at every frame of ``frame_start..frame_end`` (the scene's
-    frame range by default). Raises SnowInputError (via ``validate``) for bad values.
-    """
-    if frame_start is None:
-        frame_start = scene.frame_start
-    if frame_end is None:
-        frame_end = scene.frame_end
-    scale = unit_scale(scene)
-    fps = frames_per_second(scene)
-    if not (fps > 0.0):
-        raise SnowInputError("fps", f"the scene's frame rate must be positive, got {fps}",
-                             "24 fps")
-    settings = SnowSettings(
-        heightmap_resolution=int(props.heightmap_resolution),
-        wind_resolution=int(props.wind_resolution),
-        wind_cell_size=props.wind_cell_size * scale if props.wind_cell_size > 0.0 else None,
-        sky_height=props.sky_height * scale if props.sky_height > 0.0 else None,
-        wind_speed=sample_property(scene, "wind_speed", frame_start) * scale,
-        wind_direction=math.degrees(sample_property(scene, "wind_direction", frame_start)),
-        wind_keys=wind_keys(scene, frame_start, frame_end),
-        gust_strength=float(props.gust_strength),
-        gust_period=float(props.gust_period),
-        gust_direction_jitter=math.degrees(props.gust_direction_jitter),
-        pressure_solver=props.pressure_solver,
-        flake_count=int(props.flake_count),
-        snow_type=props.snow_type,
-        snowfall_rate=float(props.snowfall_rate),
-        angle_of_repose=math.degrees(props.angle_of_repose),
-        redistribution_min_depth=props.redistribution_min_depth * scale,
-        redistribution_fraction=(float(props.redistribution_fraction)
-                                 if props.use_redistribution else 0.0),
-        time_step=1.0 / (fps * int(props.substeps)),
-        seed=int(props.seed),
-    )
-    return settings.validate()
-
-
-def terrain_objects(props) -> list:
-    """The terrain objects still present (deleted objects drop out of the list)."""
-    return [item.object for item in props.terrain_objects if item.object is not None]
 
 
 CLASSES = (SnowfallTerrainItem, SnowfallSettings)
