@@ -2,6 +2,10 @@
 
 A ``Backend`` bundles the array module (numpy or cupy), the matching kernel package
 (``kernels.reference``, ``kernels.cpu`` or ``kernels.gpu``), and why it was chosen.
+When the GPU is not used, ``diagnose_gpu`` says why: no NVIDIA driver, a driver too old
+for the CUDA runtime of the installed CuPy, no GPU build installed (no CuPy), no GPU, or
+CUDA failing otherwise. The GPU build of the extension bundles CuPy and the CUDA runtime
+wheels; ``preload_bundled_cuda`` loads those libraries before CuPy is imported.
 """
 from __future__ import annotations
 
@@ -74,19 +78,234 @@ def host_memory_available() -> int:
         return 8 * 1024**3
 
 
+# --- why the GPU is or is not used ----------------------------------------------------------
+
+#: Oldest driver (Linux / Windows) for each CUDA major version (CUDA minor version
+#: compatibility: a 12.x runtime runs on any driver that supports 12.0).
+_DRIVER_FOR_CUDA = {11: ("450.80.02", "452.39"), 12: ("525.60.13", "527.41"),
+                    13: ("580.65.06", "580.88")}
+
+#: Where the CUDA runtime wheels (nvidia-cuda-runtime-cu12, nvidia-cuda-nvrtc-cu12) put
+#: their libraries inside a site-packages folder, per platform: (sub-folder, file pattern),
+#: in load order.
+_BUNDLED_CUDA_LIBRARIES = {
+    "linux": [("nvidia/cuda_runtime/lib", "libcudart.so.*"),
+              ("nvidia/cuda_nvrtc/lib", "libnvrtc-builtins.so.*"),
+              ("nvidia/cuda_nvrtc/lib", "libnvrtc.so.*")],
+    "win32": [("nvidia/cuda_runtime/bin", "cudart64_*.dll"),
+              ("nvidia/cuda_nvrtc/bin", "nvrtc-builtins64_*.dll"),
+              ("nvidia/cuda_nvrtc/bin", "nvrtc64_*.dll")],
+}
+_preloaded: list = []   # handles of the libraries loaded by preload_bundled_cuda (kept alive)
+
+
+@dataclass(frozen=True)
+class GpuDiagnosis:
+    """Whether the GPU backend can run here and, when not, why (for the panel)."""
+    usable: bool
+    cause: str
+    """"ok", "no-driver", "no-gpu-build", "old-driver", "no-device" or "cuda-failed"."""
+    reason: str = ""
+    """One line for the user; empty when usable."""
+    driver_cuda: tuple | None = None
+    """(major, minor) CUDA version the NVIDIA driver supports; None: no driver found."""
+    required_cuda: tuple | None = None
+    """(major, minor) the installed CuPy build needs from the driver; None: unknown."""
+    device_name: str = ""
+    runtime: tuple = ()
+    """CUDA libraries loaded from the wheels bundled with the extension (paths)."""
+
+
+def _cuda_version(value: int | None) -> tuple | None:
+    return None if value is None or value <= 0 else (value // 1000, (value % 1000) // 10)
+
+
+def _version_text(version: tuple) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def bundled_cuda_libraries(paths=None, platform: str | None = None) -> list:
+    """The CUDA runtime and NVRTC libraries of the bundled wheels, found in the first folder
+    on ``paths`` (default ``sys.path``) that has them, in load order; [] when none has."""
+    import fnmatch
+    import sys
+
+    platform = platform or ("win32" if sys.platform == "win32" else
+                            "linux" if sys.platform.startswith("linux") else sys.platform)
+    layout = _BUNDLED_CUDA_LIBRARIES.get(platform)
+    if layout is None:
+        return []
+    for folder in (sys.path if paths is None else paths):
+        if not folder or not os.path.isdir(os.path.join(folder, layout[0][0])):
+            continue
+        found = []
+        for sub, pattern in layout:
+            directory = os.path.join(folder, *sub.split("/"))
+            names = sorted(n for n in (os.listdir(directory) if os.path.isdir(directory) else ())
+                           if fnmatch.fnmatch(n, pattern) and ".alt." not in n)
+            found += [os.path.join(directory, n) for n in names[:1]]
+        return found
+    return []
+
+
+def preload_bundled_cuda() -> tuple:
+    """Load the CUDA runtime and NVRTC of the wheels bundled with the GPU build, before
+    CuPy is imported, so that CuPy finds them without a CUDA toolkit: CuPy 13 opens
+    ``libcudart.so.12``/``libnvrtc.so.12`` by name and CuPy 14's cuda-pathfinder searches
+    only the interpreter's site-packages, while Blender installs extension wheels in a
+    folder of its own. A library already loaded under its name is reused by both. Returns
+    the paths loaded (empty when there is no bundle: a CPU build, or CUDA installed another
+    way, which then works as before)."""
+    import ctypes
+    import sys
+
+    if _preloaded:
+        return tuple(path for path, _handle in _preloaded)
+    for path in bundled_cuda_libraries():
+        try:
+            if sys.platform == "win32":
+                os.add_dll_directory(os.path.dirname(path))
+                handle = ctypes.WinDLL(path)
+            else:
+                handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            continue
+        _preloaded.append((path, handle))
+    return tuple(path for path, _handle in _preloaded)
+
+
+class SystemProbe:
+    """What ``diagnose_gpu`` asks of the machine (tests hand it a fake)."""
+
+    def driver_cuda_version(self) -> int | None:
+        """The CUDA version the NVIDIA driver supports (e.g. 12040), from the driver library
+        itself (no CUDA runtime needed); None when there is no driver library."""
+        import ctypes
+        import sys
+
+        if sys.platform == "win32":
+            names, loader = ["nvcuda.dll"], getattr(ctypes, "WinDLL", ctypes.CDLL)
+        elif sys.platform == "darwin":
+            return None
+        else:
+            names, loader = ["libcuda.so.1", "libcuda.so"], ctypes.CDLL
+        for name in names:
+            try:
+                library = loader(name)
+            except OSError:
+                continue
+            version = ctypes.c_int(0)
+            try:
+                status = library.cuDriverGetVersion(ctypes.byref(version))
+            except AttributeError:
+                return 0
+            return version.value if status == 0 else 0
+        return None
+
+    def gpu_build_installed(self) -> bool:
+        """Whether CuPy is importable (the GPU build bundles it; the CPU build does not)."""
+        import importlib.util
+        try:
+            return importlib.util.find_spec("cupy") is not None
+        except (ImportError, ValueError):
+            return False
+
+    def required_cuda_version(self) -> int | None:
+        """The CUDA version the installed CuPy build needs from the driver (its CUDA major
+        version: 12000 for cupy-cuda12x), None when not known (CuPy from source, conda)."""
+        import importlib.metadata
+        for major in (13, 12, 11):
+            try:
+                importlib.metadata.version(f"cupy-cuda{major}x")
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            return major * 1000
+        return None
+
+    def load_cupy(self):
+        preload_bundled_cuda()
+        import cupy
+        return cupy
+
+    def device_count(self, cupy) -> int:
+        return int(cupy.cuda.runtime.getDeviceCount())
+
+    def device_name(self, cupy) -> str:
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        name = props["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def _driver_hint(major: int) -> str:
+    import sys
+    linux, windows = _DRIVER_FOR_CUDA.get(major, ("", ""))
+    driver = windows if sys.platform == "win32" else linux
+    return f" (driver {driver} or newer)" if driver else ""
+
+
+def diagnose_gpu(probe: SystemProbe | None = None) -> GpuDiagnosis:
+    """Whether CuPy can run the simulation on an NVIDIA GPU here and, when not, why: no
+    NVIDIA driver, a driver too old for the bundled CUDA runtime, no GPU build installed
+    (no CuPy), no GPU, or CUDA failing otherwise (with CuPy's message)."""
+    import sys
+
+    probe = probe or SystemProbe()
+    raw_driver = probe.driver_cuda_version()
+    driver_cuda, driver_found = _cuda_version(raw_driver), raw_driver is not None
+    if not probe.gpu_build_installed():
+        if not driver_found:
+            where = "macOS has no CUDA" if sys.platform == "darwin" else \
+                "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+            return GpuDiagnosis(False, "no-driver", f"no NVIDIA driver found ({where})",
+                                driver_cuda)
+        supports = f" supports CUDA {_version_text(driver_cuda)}" if driver_cuda else " is there"
+        return GpuDiagnosis(False, "no-gpu-build",
+                            f"no GPU build installed: the NVIDIA driver{supports}, but this "
+                            "Snowfall has no CuPy; install the Snowfall GPU zip "
+                            "(snowfall-<version>-<platform>-gpu.zip)", driver_cuda)
+    required = _cuda_version(probe.required_cuda_version())
+    old = driver_cuda is not None and required is not None and driver_cuda < required
+
+    def old_driver():
+        return GpuDiagnosis(False, "old-driver",
+                            f"NVIDIA driver too old: it supports CUDA "
+                            f"{_version_text(driver_cuda)}, the GPU build needs CUDA "
+                            f"{_version_text(required)} or newer{_driver_hint(required[0])}; "
+                            "update the NVIDIA driver", driver_cuda, required)
+
+    try:
+        cupy = probe.load_cupy()
+        count = probe.device_count(cupy)
+    except Exception as exc:  # ImportError, CUDARuntimeError, OSError from a broken install
+        text = f"{type(exc).__name__}: {exc}"
+        if old or "InsufficientDriver" in text:
+            if old:
+                return old_driver()
+            return GpuDiagnosis(False, "old-driver",
+                                f"NVIDIA driver too old for the GPU build's CUDA runtime "
+                                f"({text[:160]}); update the NVIDIA driver", driver_cuda,
+                                required)
+        if not driver_found:
+            return GpuDiagnosis(False, "no-driver",
+                                f"no NVIDIA driver found (CuPy: {text[:160]})", None, required)
+        if "NoDevice" in text:
+            return GpuDiagnosis(False, "no-device", "the NVIDIA driver sees no GPU",
+                                driver_cuda, required)
+        return GpuDiagnosis(False, "cuda-failed", f"CuPy could not start CUDA ({text[:200]})",
+                            driver_cuda, required)
+    if count < 1:
+        return GpuDiagnosis(False, "no-device", "the NVIDIA driver sees no GPU", driver_cuda,
+                            required)
+    if old:     # CuPy got this far, yet kernels will not load on this driver
+        return old_driver()
+    return GpuDiagnosis(True, "ok", "", driver_cuda, required, probe.device_name(cupy),
+                        tuple(path for path, _handle in _preloaded))
+
+
 def gpu_unavailable_reason() -> str | None:
     """None when CuPy sees a CUDA device, else a short reason why the GPU cannot be used."""
-    try:
-        import cupy
-    except Exception as exc:  # ImportError, or a broken CUDA install raising at import
-        return f"CuPy is not installed ({type(exc).__name__}: {exc})"
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
-        return f"CuPy found no usable CUDA driver ({exc})"
-    if count < 1:
-        return "CuPy sees no CUDA device"
-    return None
+    diagnosis = diagnose_gpu()
+    return None if diagnosis.usable else diagnosis.reason
 
 
 def _kernels(name: str) -> ModuleType:
@@ -103,17 +322,18 @@ def select_backend(requested: str = "auto") -> Backend:
         import numpy
         return Backend("numpy", numpy, _kernels("reference"), "requested: NumPy reference kernels")
     if requested in ("auto", "gpu"):
-        why_not = gpu_unavailable_reason()
-        if why_not is None:
+        diagnosis = diagnose_gpu()
+        if diagnosis.usable:
             import cupy
-            props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-            name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
             reason = "requested" if requested == "gpu" else "CuPy sees a CUDA device"
-            return Backend("gpu", cupy, _kernels("gpu"), reason, name)
+            if diagnosis.runtime:
+                reason += ", CUDA runtime bundled with the extension"
+            return Backend("gpu", cupy, _kernels("gpu"), reason, diagnosis.device_name)
         if requested == "gpu":
-            raise SnowInputError("backend", f"the GPU backend is unavailable: {why_not}",
-                                 "'cpu', or install CuPy for your CUDA version")
-        reason = f"no GPU: {why_not}"
+            raise SnowInputError("backend", f"the GPU backend is unavailable: "
+                                 f"{diagnosis.reason}",
+                                 "'cpu' (or 'auto'), or the fix this message names")
+        reason = f"no GPU: {diagnosis.reason}"
     else:
         reason = "requested"
     import numpy
