@@ -1,5 +1,6 @@
-"""Bake and Resume: step the engine frame by frame and write each finished frame into
-Blender (snow depth attributes, flake particles) and the resume state into the cache.
+"""Bake and Resume: step the engine frame by frame; each finished frame goes to the bake
+folder on disk (flakes, snow depth, engine checkpoint: snow_addon/bake_cache.py) on a
+background thread, and into Blender (snow depth attributes) on the main thread.
 
 ``BakeJob`` is plain Python: it validates everything before it changes anything, then
 advances one simulation substep per ``advance()`` call, so a caller decides how much work
@@ -9,8 +10,14 @@ farms, tests) runs it to the end synchronously.
 
 Frames: the scene's first frame holds the initial state (no snow, flakes at their start
 positions); every later frame is ``substeps`` steps of 1 / (fps x substeps) s after the
-previous one. After each finished frame the engine state is saved atomically in the cache
-folder, so Resume continues exactly where the bake stopped, even after Blender quit.
+previous one.
+
+The cache folder is the bake: ``progress.json`` names the last frame whose files (flakes up
+to the frame before, snow depth, checkpoint) are all complete on disk. Resume reads only
+the folder, so it continues after Esc, after Blender quit, and after a crash or a kill with
+the .blend never saved: from the last committed frame, bit for bit what an uninterrupted
+bake gives. Flake frame f is written once frame f+1 is known (its respawns mark frame f's
+records unborn, docs/particles.md), so the newest frame's flakes are written at the end.
 A bake's running state lives only in this module's ``_RUNNING`` table, never in the file.
 """
 from __future__ import annotations
@@ -18,13 +25,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 
 import bpy
 import numpy as np
 
 from ..panels.wind_overlay import WindOverlay
+from ..snow_addon import bake_cache
+from ..snow_addon.bake_cache import BakeCacheError, BakeFolder, BakeWriter, CommitRecord
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.settings import SnowSettings
 from ..properties import DEFAULT_CACHE_FOLDER, terrain_objects, to_snow_settings, unit_scale
@@ -32,7 +40,9 @@ from . import particle_output, snow_output
 from .scene_io import read_terrain, resolve_cache_folder
 
 FLAKE_EMITTER_NAME = "Snowfall Flakes"
-META_NAME = "bake.json"
+META_NAME = bake_cache.META_NAME
+#: Frames the writer thread may hold queued before Bake waits for it (bounds memory).
+WRITER_QUEUE = 2
 
 #: scene pointer -> running BakeJob (runtime only; cleared on file load).
 _RUNNING: dict = {}
@@ -52,8 +62,9 @@ def flake_cache_folder(cache_folder: str, scene) -> str:
     raw = cache_folder.strip() or DEFAULT_CACHE_FOLDER
     scene_dir = bpy.path.clean_name(scene.name)
     if raw.startswith("//"):
-        return raw.rstrip("/\\") + "/" + scene_dir + "/flakes/"
-    return os.path.join(os.path.normpath(bpy.path.abspath(raw)), scene_dir, "flakes") + os.sep
+        return raw.rstrip("/\\") + "/" + scene_dir + "/" + bake_cache.FLAKE_DIR + "/"
+    return os.path.join(os.path.normpath(bpy.path.abspath(raw)), scene_dir,
+                        bake_cache.FLAKE_DIR) + os.sep
 
 
 def _fingerprint(settings: SnowSettings, terrain_digest: str, frame_start: int, substeps: int,
@@ -77,46 +88,21 @@ def _terrain_digest(vertices, triangles) -> str:
     return digest.hexdigest()
 
 
-def _write_json_atomic(path: str, data: dict) -> None:
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def read_meta(folder: str):
-    path = os.path.join(folder, META_NAME)
-    if not os.path.exists(path):
+    """bake.json of a scene's cache folder with the last committed frame as ``frame``, or
+    None when the folder holds no bake."""
+    bake = BakeFolder(folder)
+    if not bake.exists():
         return None
-    with open(path) as handle:
-        return json.load(handle)
+    meta = bake.read_meta()
+    record = bake.read_progress()
+    meta["frame"] = record.frame if record is not None else None
+    return meta
 
 
 def free_cache(folder: str) -> None:
     """Remove this add-on's files from a scene cache folder (and the folder when empty)."""
-    if not os.path.isdir(folder):
-        return
-    for name in os.listdir(folder):
-        if name == META_NAME or (name.startswith("state_") and name.endswith(".npz")):
-            os.unlink(os.path.join(folder, name))
-    flakes = os.path.join(folder, "flakes")
-    if os.path.isdir(flakes):
-        # Blender may write the current frame back to a freed disk cache: clear the rest.
-        for name in os.listdir(flakes):
-            if name.endswith(".bphys"):
-                os.unlink(os.path.join(flakes, name))
-        if not os.listdir(flakes):
-            os.rmdir(flakes)
-    if not os.listdir(folder):
-        os.rmdir(folder)
+    BakeFolder(folder).free()
 
 
 class BakeJob:
@@ -146,30 +132,12 @@ class BakeJob:
         self.parts = terrain.parts
         vertices, triangles = terrain.vertices, terrain.triangles
         self.cache = scene_cache_folder(cache_root, scene)
+        self.folder = BakeFolder(self.cache)
         self.settings = settings
         self.terrain_digest = _terrain_digest(vertices, triangles)
-        state_path = None
+        point = None
         if resume:
-            if not props.has_bake:
-                raise SnowInputError("bake", "there is no bake to resume", "Bake")
-            meta = read_meta(self.cache)
-            if meta is None:
-                raise SnowInputError("cache_folder", f"no resume state in '{self.cache}'",
-                                     "baking again (the cache folder was moved or freed)")
-            if meta.get("fingerprint") != self.fingerprint(props.baked_frame_end):
-                raise SnowInputError("bake", "the settings, frame range start or terrain "
-                                     "changed since the bake", "restoring them, or baking again")
-            if meta.get("frame") != props.baked_frame_end:
-                raise SnowInputError("cache_folder", f"the cache holds frame {meta.get('frame')}"
-                                     f" but the file's bake ends at frame "
-                                     f"{props.baked_frame_end}", "baking again")
-            if props.baked_frame_end >= self.frame_end:
-                raise SnowInputError("frame_end", f"the bake already reaches frame "
-                                     f"{props.baked_frame_end}",
-                                     "a later scene end frame to bake more")
-            state_path = os.path.join(self.cache, meta["state"])
-            if not os.path.exists(state_path):
-                raise SnowInputError("cache_folder", f"'{state_path}' is missing", "baking again")
+            point = self._resume_point()
         elif self.frame_start < 1:
             raise SnowInputError("frame_start", f"the scene starts at frame {self.frame_start}; "
                                  "particle caches start at frame 1", "a start frame of 1 or more")
@@ -179,35 +147,43 @@ class BakeJob:
 
         self.sim = Simulation(settings, vertices, triangles,
                               backend=backend if backend is not None else props.backend)
-        if state_path is not None:
-            self.sim.load_state(state_path)
-            expected = (props.baked_frame_end - self.frame_start) * self.substeps
+        if point is not None:
+            checkpoint = os.path.join(self.cache, str(point.progress.checkpoint.get("file")))
+            try:
+                self.sim.load_state_dict(point.state)
+            except SnowInputError as error:
+                raise BakeCacheError(f"the checkpoint '{checkpoint}' does not fit this scene "
+                                     f"({error.problem})", "baking again", checkpoint) from None
+            expected = (point.frame - self.frame_start) * self.substeps
             if self.sim.step_index != expected:
-                raise SnowInputError("cache_folder", "the resume state does not match the "
-                                     "baked frames", "baking again")
-
-        if resume and props.flake_emitter is None:
-            raise SnowInputError("flake_emitter", "the flake emitter was deleted", "baking again")
+                raise BakeCacheError(f"the checkpoint '{checkpoint}' holds step "
+                                     f"{self.sim.step_index}, frame {point.frame} is step "
+                                     f"{expected}", "baking again", checkpoint)
 
         # --- from here on the file and the cache change -----------------------------------
         self.scale = unit_scale(scene)
+        self.record = CommitRecord()
+        self._pending = None
         if resume:
-            self.frame = props.baked_frame_end
-            for part in self.parts:
-                snow_output.remove_frames_after(part.obj, self.frame)
-            self.emitter = props.flake_emitter
+            self._reopen(point)
         else:
             free_bake(scene)
-            os.makedirs(self.cache, exist_ok=True)
             self.frame = self.frame_start
             self.emitter = particle_output.ensure_flake_system(
                 scene, FLAKE_EMITTER_NAME, settings.flake_count,
                 flake_size=float(props.flake_size),
                 cache_dir=flake_cache_folder(props.cache_folder, scene))
+            self.compression = particle_output.cache_compression()
+            self.velocity_step = particle_output.velocity_step(scene)
+            self.folder.start(self._meta())
             props.flake_emitter = self.emitter
             for part in self.parts:
                 snow_output.ensure_snow_modifier(part.obj, self.scale)
             props.baked_frame_start = self.frame_start
+        self.flake_dir = particle_output.cache_directory(self.emitter)
+        particle_output.ensure_info_file(self.emitter, settings.flake_count)
+        self._velocity_scale = np.float32(particle_output.velocity_scale(scene, self.emitter)
+                                          / self.scale)
         props.backend_used = self.sim.backend.name
         props.backend_reason = self.sim.backend.reason
         self._respawns = self.sim.flake_respawn_counts()
@@ -215,14 +191,91 @@ class BakeJob:
         self.frames_done = 0
         self.frames_total = self.frame_end - self.frame
         self.started = time.perf_counter()
+        self.output_seconds = 0.0
         self.cancelled = False
         self.finished = False
-        if not resume:
+        self.writer = BakeWriter(WRITER_QUEUE)
+        if resume:
+            self._pending = (self.frame, self.sim.flake_positions() / np.float32(self.scale),
+                             self.sim.flake_velocities() * self._velocity_scale)
+        else:
             self._write_frame(self.frame_start, first=True)
 
     def fingerprint(self, frame: int) -> str:
         return _fingerprint(self.settings, self.terrain_digest, self.frame_start, self.substeps,
                             frame)
+
+    def _meta(self) -> dict:
+        scene, grid = self.scene, self.sim.heightmap.grid
+        return {"scene": scene.name, "frame_start": self.frame_start,
+                "frame_end": self.frame_end, "substeps": self.substeps,
+                "fps": scene.render.fps / scene.render.fps_base, "unit_scale": self.scale,
+                "settings": json.loads(json.dumps(self.settings.to_dict(), default=str)),
+                "terrain_sha256": self.terrain_digest, "blender": list(bpy.app.version),
+                "flakes": {"count": self.settings.flake_count, "file": particle_output.CACHE_NAME,
+                           "compression": self.compression, "velocity_step": self.velocity_step,
+                           "subframe_error": particle_output.SUBFRAME_ERROR},
+                "snow": {"format": "npy", "x0": grid.x0, "y0": grid.y0,
+                         "spacing": grid.spacing, "nx": grid.nx, "ny": grid.ny}}
+
+    # --- resume -----------------------------------------------------------------------------
+    def _resume_point(self):
+        """Check the bake folder against the scene and return where to continue."""
+        if not self.folder.exists():
+            raise SnowInputError("bake", f"there is no bake to resume in '{self.cache}'",
+                                 "Bake (the cache folder was moved, freed or never written)")
+        meta = self.folder.read_meta()
+        if meta.get("frame_start") != self.frame_start or meta.get("substeps") != self.substeps \
+                or meta.get("terrain_sha256") != self.terrain_digest:
+            raise SnowInputError("bake", "the settings, frame range start or terrain changed "
+                                 "since the bake", "restoring them, or baking again")
+        point = self.folder.resume_point(self.frame_start)
+        if point.fingerprint != self.fingerprint(point.frame):
+            raise SnowInputError("bake", "the settings, frame range start or terrain changed "
+                                 "since the bake", "restoring them, or baking again")
+        if point.frame >= self.frame_end and point.frame in point.progress.flakes:
+            raise SnowInputError("frame_end", f"the bake already reaches frame {point.frame}",
+                                 "a later scene end frame to bake more")
+        self._meta_on_disk = meta
+        return point
+
+    def _reopen(self, point) -> None:
+        """Blender's side of a resumed bake, rebuilt from the folder: the emitter, the snow
+        modifiers and the snow of every committed frame the .blend does not hold."""
+        scene, props = self.scene, self.scene.snowfall
+        meta = self._meta_on_disk
+        self.frame = point.frame
+        self.compression = int(meta["flakes"]["compression"])
+        self.velocity_step = meta["flakes"]["velocity_step"]
+        record = point.progress
+        record.flakes = {f: v for f, v in record.flakes.items() if f < point.frame}
+        self.record = record
+        emitter = props.flake_emitter
+        if emitter is None or emitter.name not in scene.objects:
+            # Not in the .blend (never saved after the bake started): a new emitter reading
+            # the folder. (Re-applying the settings to an existing system would make Blender
+            # reset its cache and delete frame files, so an existing one is kept as it is.)
+            emitter = particle_output.ensure_flake_system(
+                scene, FLAKE_EMITTER_NAME, self.settings.flake_count,
+                flake_size=float(props.flake_size),
+                cache_dir=flake_cache_folder(props.cache_folder, scene))
+        self.emitter = emitter
+        props.flake_emitter = self.emitter
+        in_file = props.baked_frame_end if props.has_bake else self.frame_start - 1
+        shape = (self.sim.heightmap.grid.ny, self.sim.heightmap.grid.nx)
+        for part in self.parts:
+            snow_output.ensure_snow_modifier(part.obj, self.scale)
+            have = set(snow_output.baked_frames(part.obj))
+            for frame in range(self.frame_start, point.frame + 1):
+                if frame > in_file or frame not in have:
+                    depth = bake_cache.read_depth(self.folder.depth_path(frame), shape)
+                    snow_output.write_snow_frame(part.obj, frame,
+                                                 _vertex_depth(self.sim, depth, part.vertices))
+            snow_output.remove_frames_after(part.obj, point.frame)
+            snow_output.set_baked_range(part.obj, self.frame_start, point.frame)
+        props.baked_frame_start = self.frame_start
+        props.baked_frame_end = point.frame
+        props.has_bake = True
 
     # --- progress ---------------------------------------------------------------------------
     @property
@@ -247,6 +300,11 @@ class BakeJob:
         if per_frame is None:
             return None
         return per_frame * (self.frames_total - self.frames_done - self.substep / self.substeps)
+
+    @property
+    def committed_frame(self):
+        """The last frame complete on disk (None before the first)."""
+        return self.record.frame
 
     def status_text(self) -> str:
         text = (f"Snowfall: frame {self.frame}/{self.frame_end} "
@@ -277,11 +335,16 @@ class BakeJob:
                 return more
 
     def run(self) -> None:
-        while self.advance():
-            pass
-        self.finish()
+        try:
+            while self.advance():
+                pass
+        finally:
+            self.finish()
 
     def _write_frame(self, frame: int, first: bool = False) -> None:
+        """Hand frame ``frame`` to the writer thread (host copies of everything it writes),
+        and store its snow in the .blend."""
+        started = time.perf_counter()
         sim = self.sim
         depth = sim.snow_depth()
         for part in self.parts:
@@ -290,26 +353,20 @@ class BakeJob:
         respawns = sim.flake_respawn_counts()
         respawned = respawns != self._respawns
         self._respawns = respawns
-        particle_output.write_flake_frame(
-            self.emitter, frame, sim.flake_positions() / np.float32(self.scale),
-            sim.flake_velocities() / np.float32(self.scale), respawned)
-        # Resume state, then the pointer to it: a crash between leaves the old pair intact.
-        state_name = f"state_{frame}.npz"
-        sim.save_state(os.path.join(self.cache, state_name))
-        meta = read_meta(self.cache) if not first else None
-        _write_json_atomic(os.path.join(self.cache, META_NAME),
-                           {"frame": frame, "state": state_name,
-                            "fingerprint": self.fingerprint(frame),
-                            "frame_start": self.frame_start, "substeps": self.substeps})
-        if meta is not None and meta.get("state") not in (None, state_name):
-            old = os.path.join(self.cache, meta["state"])
-            if os.path.exists(old):
-                os.unlink(old)
+        positions = sim.flake_positions() / np.float32(self.scale)
+        velocities = sim.flake_velocities() * self._velocity_scale
+        state = {key: np.array(value, copy=True) for key, value in sim.state_dict().items()}
+        try:
+            self.writer.submit(self._store_frame, frame, positions, velocities, respawned,
+                               depth, state, self.fingerprint(frame))
+        except Exception as error:
+            raise self._write_error(error) from None
         props = self.scene.snowfall
-        props.baked_frame_end = frame
         props.has_bake = True
+        props.baked_frame_end = frame
         for part in self.parts:
             snow_output.set_baked_range(part.obj, self.frame_start, frame)
+        self.output_seconds += time.perf_counter() - started
         if not first:
             self.frame = frame
             self.frames_done += 1
@@ -317,18 +374,122 @@ class BakeJob:
         if WindOverlay.wants_field(self.scene):  # the viewport shows the wind while baking
             WindOverlay.publish(sim.wind_field(), sim.step_index, sim.time, source="bake")
 
+    # --- the writer thread's side (no bpy here) -----------------------------------------------
+    def _write_flakes(self, frame: int, positions, velocities, births) -> None:
+        name = os.path.basename(particle_output_frame_name(frame))
+        chunks = particle_output.encode_flake_frame(positions, velocities, births,
+                                                    self.compression, self.velocity_step)
+        size, crc = bake_cache.write_atomic(os.path.join(self.flake_dir, name), chunks)
+        self.record.flakes[frame] = [size, crc, name]
+
+    def _store_frame(self, frame, positions, velocities, respawned, depth, state,
+                     fingerprint) -> None:
+        folder, record = self.folder, self.record
+        if self._pending is not None:
+            previous, old_positions, old_velocities = self._pending
+            births = np.full(len(old_positions), particle_output.BIRTH_FRAME, np.float32)
+            if previous == frame - 1:
+                births[respawned] = float(frame)
+            self._write_flakes(previous, old_positions, old_velocities, births)
+        size, crc = bake_cache.write_atomic(folder.depth_path(frame),
+                                            bake_cache.encode_depth(depth))
+        record.snow[frame] = [size, crc]
+        data = bake_cache.encode_state(state)
+        name = bake_cache.checkpoint_name(frame)
+        bake_cache.write_atomic(os.path.join(folder.path, name), data, durable=True)
+        old = record.checkpoint
+        record.frame, record.fingerprint = frame, fingerprint
+        record.checkpoint = {"file": name, "bytes": len(data),
+                             "sha256": hashlib.sha256(data).hexdigest()}
+        bake_cache.write_json_atomic(folder.progress_path, record.to_json())
+        if old and old.get("file") != name:
+            try:
+                os.unlink(os.path.join(folder.path, old["file"]))
+            except OSError:
+                pass
+        self._pending = (frame, positions, velocities)
+
+    def _flush_pending(self) -> None:
+        """Write the newest frame's flakes (nothing follows it to mark respawns)."""
+        if self._pending is None:
+            return
+        frame, positions, velocities = self._pending
+        self._write_flakes(frame, positions, velocities,
+                           np.full(len(positions), particle_output.BIRTH_FRAME, np.float32))
+        bake_cache.write_json_atomic(self.folder.progress_path, self.record.to_json())
+        self._pending = None
+
+    def _write_error(self, error: BaseException) -> BaseException:
+        """The message for a writer failure: the file, the reason, the space still needed."""
+        if isinstance(error, SnowInputError):
+            return error
+        if not isinstance(error, OSError):
+            return error
+        path = getattr(error, "filename", None) or self.cache
+        path = bake_cache.final_name(path)
+        record = self.record
+        done = record.frame if record.frame is not None else self.frame_start - 1
+        sizes = [v[0] for v in record.flakes.values()] + [v[0] for v in record.snow.values()]
+        frames_written = max(1, len(record.snow))
+        per_frame = sum(sizes) / frames_written if sizes else 0
+        checkpoint = (record.checkpoint or {}).get("bytes", 0)
+        remaining = max(1, self.frame_end - done)
+        needed = per_frame * remaining + 2 * checkpoint
+        free = bake_cache.free_space(self.cache)
+        problem = (f"cannot write '{path}' ({error.strerror or error}); the bake needs about "
+                   f"{bake_cache.format_bytes(needed)} more for frames {done + 1}-{self.frame_end}"
+                   f" ({bake_cache.format_bytes(per_frame)} a frame)")
+        if free is not None:
+            problem += f", {bake_cache.format_bytes(free)} are free"
+        kept = f"frames {self.frame_start}-{done} are kept" if done >= self.frame_start else \
+            "no frame was finished"
+        return BakeCacheError(f"{problem}; {kept}",
+                              "freeing disk space or a writable cache folder, then Resume",
+                              path)
+
     def finish(self) -> None:
         """Close the bake: every finished frame stays; the particle cache is marked baked."""
         if self.finished:
             return
         self.finished = True
-        particle_output.finish_flake_bake(self.emitter, self.frame_start, self.frame)
         _RUNNING.pop(self.scene.as_pointer(), None)
+        started = time.perf_counter()
+        error = None
+        try:
+            if self.writer.error is None:
+                self.writer.submit(self._flush_pending)
+            self.writer.flush()
+        except Exception as exc:
+            error = exc
+        self.writer.close()
+        self.output_seconds += time.perf_counter() - started
+        # What Blender shows: the frames whose flakes and snow are both on disk.
+        record = self.record
+        last = self.frame_start - 1
+        while last + 1 in record.flakes and last + 1 in record.snow:
+            last += 1
+        props = self.scene.snowfall
+        if last >= self.frame_start:
+            for part in self.parts:
+                snow_output.remove_frames_after(part.obj, last)
+                snow_output.set_baked_range(part.obj, self.frame_start, last)
+            props.baked_frame_end = last
+            particle_output.finish_flake_bake(self.emitter, self.frame_start, last)
+        self.frame = max(last, self.frame_start)
+        if error is not None:
+            raise self._write_error(error) from None
 
     def cancel(self) -> None:
         """Stop after the current substep, keeping every finished frame."""
         self.cancelled = True
         self.finish()
+
+
+def particle_output_frame_name(frame: int) -> str:
+    from . import ptcache_format
+
+    return ptcache_format.cache_filename(particle_output.CACHE_NAME, frame,
+                                         particle_output.CACHE_INDEX)
 
 
 def _vertex_depth(sim, depth_grid, vertices):
@@ -396,8 +557,9 @@ class _BakeBase:
         _RUNNING[context.scene.as_pointer()] = job
         try:
             job.run()
-        finally:
-            job.finish()
+        except SnowInputError as error:   # the disk filled up or became read-only
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
         self.report({"INFO"}, f"Snowfall: baked frames {job.frame_start}-{job.frame}")
         return {"FINISHED"}
 
@@ -416,8 +578,12 @@ class _BakeBase:
     def modal(self, context, event):
         job = self._job
         if event.type in {"ESC", "RIGHTMOUSE"} and event.value == "PRESS":
-            job.cancel()
             self._end(context)
+            try:
+                job.cancel()
+            except SnowInputError as error:
+                self.report({"ERROR"}, str(error))
+                return {"CANCELLED"}
             self.report({"WARNING"}, f"Snowfall: stopped; frames {job.frame_start}-{job.frame}"
                         " are kept (Resume continues)")
             return {"CANCELLED"}
@@ -427,6 +593,14 @@ class _BakeBase:
         try:
             while job.advance() and time.perf_counter() < deadline:
                 pass
+        except SnowInputError as error:   # the disk filled up or became read-only
+            self._end(context)
+            try:
+                job.cancel()
+            except SnowInputError:
+                pass
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
         except Exception:
             job.cancel()
             self._end(context)
@@ -438,8 +612,12 @@ class _BakeBase:
             if area.type in {"PROPERTIES", "VIEW_3D"}:
                 area.tag_redraw()
         if job.done:
-            job.finish()
             self._end(context)
+            try:
+                job.finish()
+            except SnowInputError as error:
+                self.report({"ERROR"}, str(error))
+                return {"CANCELLED"}
             self.report({"INFO"}, f"Snowfall: baked frames {job.frame_start}-{job.frame}")
             return {"FINISHED"}
         return {"RUNNING_MODAL"}

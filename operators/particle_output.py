@@ -20,11 +20,13 @@ stored position at f-1 stays exactly what the engine wrote.
 """
 from __future__ import annotations
 
+import math
 import os
 
 import bpy
 import numpy as np
 
+from ..snow_addon.bake_cache import write_atomic
 from ..snow_addon.errors import SnowInputError
 from . import ptcache_format
 
@@ -251,8 +253,11 @@ def velocity_scale(scene, emitter) -> float:
 def write_flake_frame(emitter, frame: int, positions, velocities, respawned) -> None:
     """Store one frame: positions (N,3) float32 m, velocities (N,3) float32 m/s, respawned
     (N,) bool (True: the flake respawned since the previous frame, so ``positions`` hold its
-    new life). The previous frame's record of each respawned flake is marked unborn, which
-    hides it from f-1 until f so motion blur draws no jump."""
+    new life). The previous frame's record of each respawned flake is marked unborn (that
+    file is rewritten), which hides it from f-1 until f so motion blur draws no jump.
+
+    Synchronous, for scripts and tests; the bake writes through ``encode_flake_frame`` on
+    its writer thread and marks respawns before the previous frame is first written."""
     psys = flake_particle_system(emitter)
     count = psys.settings.count
     frame = _check_frame("frame", frame)
@@ -265,26 +270,84 @@ def write_flake_frame(emitter, frame: int, positions, velocities, respawned) -> 
 
     directory = cache_directory(emitter)
     os.makedirs(directory, exist_ok=True)
-    _ensure_info_file(emitter, count)
-    scale = np.float32(velocity_scale(bpy.context.scene, emitter))
+    ensure_info_file(emitter, count)
+    scene = bpy.context.scene
+    scale = np.float32(velocity_scale(scene, emitter))
     cache_velocities = velocities if scale == 1.0 else velocities * scale
-    records = ptcache_format.flake_records(
-        positions, cache_velocities, np.full(count, BIRTH_FRAME, np.float32),
-        np.full(count, NEVER_FRAME, np.float32), np.full(count, NEVER_FRAME, np.float32))
-    ptcache_format.write_frame(frame_path(emitter, frame), records,
-                               ptcache_format.FLAKE_FRAME_TYPES)
+    compression, step = cache_compression(), velocity_step(scene)
+    births = np.full(count, BIRTH_FRAME, np.float32)
+    write_atomic(
+        frame_path(emitter, frame),
+        encode_flake_frame(positions, cache_velocities, births, compression, step))
     previous = frame_path(emitter, frame - 1)
     if frame > 1 and respawned.any() and os.path.exists(previous):
-        ptcache_format.set_times(previous, np.flatnonzero(respawned),
-                                 ptcache_format.TIMES_BIRTH, float(frame))
+        records = ptcache_format.read_frame(previous).records
+        births = records["times"][:, 0].copy()
+        births[respawned] = float(frame)
+        write_atomic(previous, encode_flake_frame(
+            records["location"], records["velocity"], births, compression, step))
 
 
-def _ensure_info_file(emitter, count: int) -> None:
+# --------------------------------------------------------------------------------------------
+# the compact frame format (pure numpy: runs on the bake's writer thread)
+
+#: What a flake frame holds: location, velocity and (birth, death, lifetime) times, one
+#: array per field, compressed; no index (the i-th point of a file is particle i).
+FLAKE_DATA_TYPES = (1 << ptcache_format.BPHYS_DATA_LOCATION) | \
+    (1 << ptcache_format.BPHYS_DATA_VELOCITY) | (1 << ptcache_format.BPHYS_DATA_TIMES)
+#: Bound on the position error the velocity quantisation causes between frames (Blender
+#: units; metres at unit scale 1). Positions at whole frames are stored exactly.
+SUBFRAME_ERROR = 0.5e-3
+#: max over s in [0, 1] of |h10(s)| + |h11(s)| of Blender's Hermite interpolation
+#: (2 x 4/27), times sqrt(3) for a vector whose components each round by half a step.
+_HERMITE_GAIN = 2.0 * 4.0 / 27.0 * 3.0 ** 0.5
+
+
+def cache_compression(version=None) -> int:
+    """The point-cache compression this Blender (or ``version``) reads."""
+    return ptcache_format.compression_for(version if version is not None else bpy.app.version)
+
+
+def velocity_step(scene_or_fps) -> float:
+    """Quantisation step of the stored velocities (units/s, a power of two): the largest
+    one whose effect on Blender's interpolation between two frames stays under
+    SUBFRAME_ERROR (sub-frame error <= _HERMITE_GAIN * step / 2 / fps)."""
+    fps = scene_or_fps if isinstance(scene_or_fps, (int, float)) else \
+        scene_or_fps.render.fps / scene_or_fps.render.fps_base
+    return float(2.0 ** math.floor(math.log2(2.0 * SUBFRAME_ERROR * fps / _HERMITE_GAIN)))
+
+
+def encode_flake_frame(positions, velocities, births, compression: int,
+                       step: float | None) -> list:
+    """Byte chunks of one flake frame file: positions exact, velocities rounded to a
+    multiple of ``step`` (None: exact), ``births`` (N,) the birth frame of every record
+    (BIRTH_FRAME, or the next frame for a flake that respawns then)."""
+    count = len(positions)
+    velocities = np.asarray(velocities, np.float32)
+    if step:
+        inverse = np.float32(1.0 / step)
+        velocities = np.rint(velocities * inverse)
+        velocities *= np.float32(step)
+    times = np.empty((count, 3), np.float32)
+    times[:, 0] = births
+    times[:, 1:] = NEVER_FRAME
+    if compression == ptcache_format.COMPRESS_NONE:
+        records = ptcache_format.flake_records(positions, velocities, times[:, 0], times[:, 1],
+                                               times[:, 2])
+        return [ptcache_format.encode_frame(records, ptcache_format.FLAKE_FRAME_TYPES)]
+    return ptcache_format.encode_compressed(
+        {ptcache_format.BPHYS_DATA_LOCATION: positions,
+         ptcache_format.BPHYS_DATA_VELOCITY: velocities,
+         ptcache_format.BPHYS_DATA_TIMES: times}, count, compression)
+
+
+def ensure_info_file(emitter, count: int) -> None:
     """Blender's frame-0 info file: the particle count and every particle's times."""
     path = frame_path(emitter, 0)
     if os.path.exists(path) and \
             os.path.getsize(path) == ptcache_format.file_size(count, ptcache_format.INFO_FRAME_TYPES):
         return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     records = np.zeros(count, dtype=ptcache_format.record_dtype(ptcache_format.INFO_FRAME_TYPES))
     records["times"][:, 0] = BIRTH_FRAME
     records["times"][:, 1] = NEVER_FRAME

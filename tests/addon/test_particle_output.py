@@ -56,10 +56,50 @@ def test_frames_read_back_exactly(saved_scene):
         got = particle_output.read_flake_frame(emitter, frame)
         assert got.dtype == np.float32 and got.shape == (count, 3)
         np.testing.assert_array_equal(got, expected)
-    # velocities come back in m/s and every flake is drawn
+    # velocities come back in m/s, rounded to the stored step, and every flake is drawn
     got_pos, got_vel, alive = particle_output.evaluate_flakes(emitter, 5)
-    np.testing.assert_allclose(got_vel, velocities[2], rtol=1e-6, atol=1e-6)
+    step = particle_output.velocity_step(scene)
+    assert 0 < step <= 0.0625
+    np.testing.assert_allclose(got_vel, velocities[2], rtol=0, atol=step / 2 * 1.0001)
+    np.testing.assert_array_equal(got_vel / np.float32(step), np.rint(got_vel / np.float32(step)))
     assert alive.all()
+
+
+def test_frame_files_are_compact(saved_scene):
+    """At most 16 bytes per flake-frame for engine-like frames (velocities of a few m/s),
+    in the compressed layout this Blender reads."""
+    scene, _ = saved_scene
+    count, frames = 20_000, range(1, 4)
+    positions, velocities = _random_frames(count, frames, seed=2)
+    emitter = particle_output.ensure_flake_system(scene, "Flakes", count)
+    _bake(emitter, 1, positions, velocities)
+    for frame in frames:
+        path = particle_output.frame_path(emitter, frame)
+        assert os.path.getsize(path) <= 16 * count, os.path.getsize(path) / count
+        with open(path, "rb") as handle:
+            header = np.frombuffer(handle.read(20)[8:], "<u4")
+        assert header[0] & (1 << 16)                        # PTCACHE_TYPEFLAG_COMPRESS
+        np.testing.assert_array_equal(particle_output.read_flake_frame(emitter, frame),
+                                      positions[frame - 1])
+
+
+def test_subframe_error_of_the_velocity_step_is_bounded(saved_scene):
+    """Between frames Blender interpolates with the stored (rounded) velocities: within
+    SUBFRAME_ERROR of the interpolation with the exact ones."""
+    scene, _ = saved_scene
+    fps = scene.render.fps / scene.render.fps_base
+    count = 500
+    rng = np.random.default_rng(4)
+    start = rng.uniform(-5, 5, (count, 3)).astype(np.float32)
+    velocity = rng.uniform(-3, 3, (count, 3)).astype(np.float32)
+    positions = [start, start + velocity / np.float32(fps)]
+    emitter = particle_output.ensure_flake_system(scene, "Flakes", count)
+    _bake(emitter, 1, positions, [velocity, velocity])
+    for sub in (1.25, 1.5, 1.75):
+        got, _, _ = particle_output.evaluate_flakes(emitter, sub)
+        # Hermite with exact tangents on straight uniform motion is the straight line.
+        expected = start + velocity * np.float32((sub - 1) / fps)
+        assert np.abs(got - expected).max() <= particle_output.SUBFRAME_ERROR
 
 
 def test_between_frames_blender_follows_the_velocity(saved_scene):

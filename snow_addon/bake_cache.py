@@ -1,0 +1,445 @@
+"""The bake folder on disk: everything a bake needs to be resumed, rendered or checked,
+with no .blend file (numpy, json and the standard library only; never bpy, never pickle).
+
+Layout of one scene's folder (``<cache folder>/<scene>/``)::
+
+    bake.json                 what was baked: settings, terrain digest, frame range, formats
+    progress.json             the commit record: the last frame complete on disk, the
+                              checkpoint that resumes from it, size and CRC-32 of every file
+    checkpoint_<frame>.npz    the engine state after <frame> (Simulation.state_dict)
+    snow/depth_<frame>.npy    snow depth (metres, float32, the heightmap's (ny, nx) grid)
+    flakes/*.bphys            the particle point cache (written by the caller's encoder)
+
+Every file is written under a temporary name and renamed into place (``os.replace``), so a
+file under its final name is always complete. ``progress.json`` is rewritten last, after the
+frame's files and its checkpoint are on disk: a process killed at any moment leaves the
+previous commit, and everything it names, intact. Reading checks sizes (every file), CRC-32
+(the last frames) and the checkpoint's SHA-256; a file that fails any check is reported by
+name (``BakeCacheError``), never parsed further. Checkpoints are read with
+``np.load(allow_pickle=False)``; json files with ``json.load``.
+
+``BakeWriter`` runs the writes on a background thread, in order, while the caller simulates
+the next frames; the first error (a full disk, a read-only folder) stops it and is raised
+to the caller with the space the bake still needs.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import json
+import os
+import queue
+import re
+import shutil
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import SnowInputError
+
+BAKE_FORMAT = "snowfall-bake"
+BAKE_VERSION = 1
+META_NAME = "bake.json"
+PROGRESS_NAME = "progress.json"
+SNOW_DIR = "snow"
+FLAKE_DIR = "flakes"
+#: Frames (from the last one back) whose files get a full CRC check on resume; older frames
+#: get a size check.
+CRC_CHECK_FRAMES = 2
+
+
+class BakeCacheError(SnowInputError):
+    """A bake folder that cannot be used (missing, corrupt or foreign files) or written
+    (full disk, read-only folder). The message names the file."""
+
+    def __init__(self, problem: str, suggestion: str = "", path: str = ""):
+        super().__init__("cache_folder", problem, suggestion)
+        self.path = path
+
+
+def checkpoint_name(frame: int) -> str:
+    return f"checkpoint_{int(frame):06d}.npz"
+
+
+def depth_name(frame: int) -> str:
+    return f"depth_{int(frame):06d}.npy"
+
+
+def _crc(chunks) -> int:
+    value = 0
+    for chunk in chunks:
+        value = zlib.crc32(chunk, value)
+    return value
+
+
+def write_atomic(path: str, chunks, durable: bool = False) -> tuple[int, int]:
+    """Write byte ``chunks`` to ``path`` through a temporary name and ``os.replace``;
+    returns (bytes, CRC-32). ``durable`` flushes to the disk before the rename. On failure
+    the temporary file is removed and ``path`` is unchanged."""
+    if isinstance(chunks, (bytes, bytearray, memoryview)):
+        chunks = [chunks]
+    folder, name = os.path.split(path)
+    temp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")   # no cache scan matches it
+    size, crc = 0, 0
+    try:
+        with open(temp, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+                size += len(chunk)
+                crc = zlib.crc32(chunk, crc)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    return size, crc
+
+
+def final_name(path: str) -> str:
+    """The file a temporary name of ``write_atomic`` stands for."""
+    folder, name = os.path.split(str(path))
+    match = re.fullmatch(r"\.(.+)\.\d+\.tmp", name)
+    return os.path.join(folder, match.group(1)) if match else str(path)
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True).encode(), durable=True)
+
+
+def read_json(path: str, what: str) -> dict:
+    """A json object from ``path``; BakeCacheError naming the file when it is unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read().decode("utf-8"))
+    except FileNotFoundError:
+        raise BakeCacheError(f"'{path}' is missing", "baking again", path) from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise BakeCacheError(f"'{path}' is not a readable {what} ({type(error).__name__}: "
+                             f"{error})", "baking again (the file is corrupt)", path) from None
+    if not isinstance(data, dict):
+        raise BakeCacheError(f"'{path}' is not a {what}", "baking again", path)
+    return data
+
+
+# --- checkpoints --------------------------------------------------------------------------------
+
+def encode_state(state: dict) -> bytes:
+    """An uncompressed .npz of plain numeric arrays (no objects: loadable without pickle)."""
+    arrays = {}
+    for key, value in state.items():
+        array = np.asarray(value)
+        if array.dtype.hasobject:
+            raise ValueError(f"state entry {key!r} is not a numeric array")
+        arrays[key] = array
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def read_state(path: str, sha256: str | None = None, size: int | None = None) -> dict:
+    """The arrays of a checkpoint. Checks the size and SHA-256 recorded at commit (when
+    given) before parsing; never unpickles. BakeCacheError naming the file otherwise."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise BakeCacheError(f"the checkpoint '{path}' is missing", "baking again",
+                             path) from None
+    except OSError as error:
+        raise BakeCacheError(f"cannot read the checkpoint '{path}' ({error.strerror})",
+                             "baking again", path) from None
+    if size is not None and len(data) != size:
+        raise BakeCacheError(f"the checkpoint '{path}' has {len(data)} bytes, the bake wrote "
+                             f"{size} (truncated or replaced)", "baking again", path)
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise BakeCacheError(f"the checkpoint '{path}' does not match its SHA-256 (corrupt or "
+                             "replaced)", "baking again", path)
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    except Exception as error:   # not a zip, bad CRC, pickled object arrays, ...
+        raise BakeCacheError(f"'{path}' is not a Snowfall checkpoint ({type(error).__name__}:"
+                             f" {error})", "baking again", path) from None
+
+
+# --- snow depth ---------------------------------------------------------------------------------
+
+def encode_depth(depth: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(depth, dtype="<f4"), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def read_depth(path: str, shape: tuple | None = None) -> np.ndarray:
+    """Snow depth (float32 (ny, nx), metres) of one frame file; BakeCacheError naming the
+    file when it is missing, not a float32 .npy, or of another shape."""
+    try:
+        depth = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise BakeCacheError(f"the snow depth file '{path}' is missing", "baking again",
+                             path) from None
+    except Exception as error:
+        raise BakeCacheError(f"'{path}' is not a snow depth file ({type(error).__name__}: "
+                             f"{error})", "baking again", path) from None
+    if not isinstance(depth, np.ndarray) or depth.dtype != np.float32 or depth.ndim != 2 \
+            or (shape is not None and depth.shape != tuple(shape)):
+        raise BakeCacheError(f"'{path}' holds {getattr(depth, 'shape', '?')} "
+                             f"{getattr(depth, 'dtype', '?')}, not the bake's snow depth grid "
+                             f"{tuple(shape) if shape else ''} float32", "baking again", path)
+    return depth
+
+
+# --- the folder ---------------------------------------------------------------------------------
+
+@dataclass
+class ResumePoint:
+    """Where a bake can continue: the last frame complete on disk and its checkpoint."""
+    frame: int
+    state: dict
+    fingerprint: str
+    progress: dict
+
+
+@dataclass
+class CommitRecord:
+    """What progress.json says, kept in memory by the writer thread."""
+    frame: int | None = None
+    checkpoint: dict | None = None
+    fingerprint: str = ""
+    flakes: dict = field(default_factory=dict)    # frame -> [bytes, crc32, file name]
+    snow: dict = field(default_factory=dict)      # frame -> [bytes, crc32]
+
+    def to_json(self) -> dict:
+        return {"format": BAKE_FORMAT + "-progress", "version": BAKE_VERSION,
+                "frame": self.frame, "checkpoint": self.checkpoint,
+                "fingerprint": self.fingerprint,
+                "flakes": {str(k): v for k, v in sorted(self.flakes.items())},
+                "snow": {str(k): v for k, v in sorted(self.snow.items())}}
+
+    @classmethod
+    def from_json(cls, data: dict, path: str) -> "CommitRecord":
+        try:
+            record = cls(int(data["frame"]), dict(data["checkpoint"]), str(data["fingerprint"]),
+                         {int(k): list(v) for k, v in dict(data["flakes"]).items()},
+                         {int(k): list(v) for k, v in dict(data["snow"]).items()})
+        except (KeyError, TypeError, ValueError) as error:
+            raise BakeCacheError(f"'{path}' is not a Snowfall progress record ({error})",
+                                 "baking again", path) from None
+        if data.get("format") != BAKE_FORMAT + "-progress":
+            raise BakeCacheError(f"'{path}' is not a Snowfall progress record",
+                                 "baking again", path)
+        return record
+
+
+class BakeFolder:
+    """One scene's bake folder (see the module docstring)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.snow_dir = os.path.join(path, SNOW_DIR)
+        self.flake_dir = os.path.join(path, FLAKE_DIR)
+
+    # paths
+    @property
+    def meta_path(self) -> str:
+        return os.path.join(self.path, META_NAME)
+
+    @property
+    def progress_path(self) -> str:
+        return os.path.join(self.path, PROGRESS_NAME)
+
+    def checkpoint_path(self, frame: int) -> str:
+        return os.path.join(self.path, checkpoint_name(frame))
+
+    def depth_path(self, frame: int) -> str:
+        return os.path.join(self.snow_dir, depth_name(frame))
+
+    def exists(self) -> bool:
+        return os.path.exists(self.meta_path)
+
+    # bake.json
+    def start(self, meta: dict) -> None:
+        """Begin a new bake: remove this module's files of an older bake, write bake.json."""
+        self.free(keep_folder=True)
+        os.makedirs(self.snow_dir, exist_ok=True)
+        os.makedirs(self.flake_dir, exist_ok=True)
+        write_json_atomic(self.meta_path, dict(meta, format=BAKE_FORMAT, version=BAKE_VERSION))
+
+    def read_meta(self) -> dict:
+        meta = read_json(self.meta_path, "bake description")
+        if meta.get("format") != BAKE_FORMAT:
+            raise BakeCacheError(f"'{self.meta_path}' is not a Snowfall bake description",
+                                 "baking again", self.meta_path)
+        if meta.get("version") != BAKE_VERSION:
+            raise BakeCacheError(f"'{self.meta_path}' is bake format version "
+                                 f"{meta.get('version')}; this add-on reads {BAKE_VERSION}",
+                                 "baking again", self.meta_path)
+        return meta
+
+    def read_progress(self) -> CommitRecord | None:
+        if not os.path.exists(self.progress_path):
+            return None
+        return CommitRecord.from_json(read_json(self.progress_path, "progress record"),
+                                      self.progress_path)
+
+    # checks
+    def _check_file(self, path: str, size: int, crc: int | None, what: str) -> None:
+        try:
+            actual = os.path.getsize(path)
+        except OSError:
+            raise BakeCacheError(f"the {what} '{path}' is missing", "baking again from the "
+                                 "start (files of the bake were deleted)", path) from None
+        if actual != size:
+            raise BakeCacheError(f"the {what} '{path}' has {actual} bytes, the bake wrote {size}"
+                                 " (truncated or replaced)", "baking again", path)
+        if crc is not None:
+            with open(path, "rb") as handle:
+                if _crc(iter(lambda: handle.read(1 << 22), b"")) != crc:
+                    raise BakeCacheError(f"the {what} '{path}' does not match its CRC-32 "
+                                         "(corrupt)", "baking again", path)
+
+    def resume_point(self, first_frame: int) -> ResumePoint:
+        """The last committed frame with its checkpoint loaded, after checking that every
+        file the commit names is there and intact. BakeCacheError naming the first bad file."""
+        record = self.read_progress()
+        if record is None or record.frame is None:
+            raise BakeCacheError(f"'{self.path}' holds no finished frame to resume from",
+                                 "Bake", self.progress_path)
+        last = record.frame
+        for frame in range(first_frame, last + 1):
+            snow = record.snow.get(frame)
+            if snow is None:
+                raise BakeCacheError(f"'{self.progress_path}' lists no snow depth for frame "
+                                     f"{frame}", "baking again", self.progress_path)
+            self._check_file(self.depth_path(frame), snow[0],
+                             snow[1] if frame > last - CRC_CHECK_FRAMES else None,
+                             "snow depth file")
+            flakes = record.flakes.get(frame)
+            if flakes is None:
+                if frame < last:
+                    raise BakeCacheError(f"'{self.progress_path}' lists no flake file for "
+                                         f"frame {frame}", "baking again", self.progress_path)
+                continue
+            self._check_file(os.path.join(self.flake_dir, flakes[2]), flakes[0],
+                             flakes[1] if frame > last - 1 - CRC_CHECK_FRAMES else None,
+                             "flake cache file")
+        checkpoint = record.checkpoint or {}
+        path = os.path.join(self.path, str(checkpoint.get("file", "")))
+        state = read_state(path, checkpoint.get("sha256"), checkpoint.get("bytes"))
+        return ResumePoint(last, state, record.fingerprint, record)
+
+    # removal
+    def free(self, keep_folder: bool = False) -> None:
+        """Remove this module's files (and the folder when it is left empty)."""
+        if not os.path.isdir(self.path):
+            return
+        for name in os.listdir(self.path):
+            full = os.path.join(self.path, name)
+            if name in (META_NAME, PROGRESS_NAME) or (
+                    name.startswith(("checkpoint_", "state_")) and ".npz" in name) \
+                    or (name.startswith(".") and name.endswith(".tmp")):
+                os.unlink(full)
+        for folder, suffixes in ((self.snow_dir, (".npy", ".exr")),
+                                 (self.flake_dir, (".bphys",))):
+            if os.path.isdir(folder):
+                for name in os.listdir(folder):
+                    if name.endswith(suffixes) or name.endswith(".tmp"):
+                        os.unlink(os.path.join(folder, name))
+                if not os.listdir(folder) and not keep_folder:
+                    os.rmdir(folder)
+        if not keep_folder and not os.listdir(self.path):
+            os.rmdir(self.path)
+
+
+def free_space(path: str) -> int | None:
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def format_bytes(count: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(count) < 1000 or unit == "TB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000.0
+    return f"{count:.1f} TB"
+
+
+# --- the background writer ----------------------------------------------------------------------
+
+class BakeWriter:
+    """Runs ``submit``ted callables on one background thread, in order. At most
+    ``max_pending`` wait in the queue (``submit`` blocks beyond that, which bounds memory).
+    The first exception stops the thread; ``submit``, ``flush`` and ``check`` raise it.
+
+    ``wait_seconds``: time the submitting thread spent blocked (queue full, flush);
+    ``busy_seconds``: time the writer thread spent running tasks."""
+
+    def __init__(self, max_pending: int = 2, name: str = "snowfall-bake-writer"):
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, max_pending))
+        self.error: BaseException | None = None
+        self.wait_seconds = 0.0
+        self.busy_seconds = 0.0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            task = self._queue.get()
+            try:
+                if task is None:
+                    return
+                if self.error is None:
+                    started = time.perf_counter()
+                    try:
+                        task[0](*task[1])
+                    except BaseException as error:   # reported to the submitting thread
+                        self.error = error
+                    self.busy_seconds += time.perf_counter() - started
+            finally:
+                self._queue.task_done()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def submit(self, function, *args) -> None:
+        self.check()
+        if self._closed:
+            raise RuntimeError("the bake writer is closed")
+        started = time.perf_counter()
+        self._queue.put((function, args))
+        self.wait_seconds += time.perf_counter() - started
+
+    def flush(self) -> None:
+        started = time.perf_counter()
+        self._queue.join()
+        self.wait_seconds += time.perf_counter() - started
+        self.check()
+
+    def close(self) -> None:
+        """Finish the queued tasks and stop the thread (errors stay in ``error``)."""
+        if self._closed:
+            return
+        self._closed = True
+        started = time.perf_counter()
+        self._queue.put(None)
+        self._thread.join()
+        self.wait_seconds += time.perf_counter() - started
+
+
+def is_disk_error(error: BaseException) -> bool:
+    """A write failure the user fixes on the disk: full, read-only, no permission, quota."""
+    return isinstance(error, OSError) and error.errno in (
+        errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG)
