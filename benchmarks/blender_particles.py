@@ -175,9 +175,14 @@ def main(argv=None) -> int:
           f"{result['us_per_particle_frame']:.3f} us per particle-frame "
           f"({result['cpu_count']} CPUs); z {result['z_min']:.1f}..{result['z_mean']:.1f} (min..mean), "
           f"emitted below {result['emitted_below_z']:.1f}")
+    return print_result(result, args.json)
+
+
+def print_result(result: dict, json_path: str | None) -> int:
+    """The ``RESULT {json}`` line the command line parses, and the file ``--json`` asks for."""
     print("RESULT " + json.dumps(result))
-    if args.json:
-        with open(args.json, "w") as handle:
+    if json_path:
+        with open(json_path, "w") as handle:
             json.dump(result, handle, indent=1)
     return 0
 

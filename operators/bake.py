@@ -43,6 +43,18 @@ FLAKE_EMITTER_NAME = "Snowfall Flakes"
 META_NAME = bake_cache.META_NAME
 #: Frames the writer thread may hold queued before Bake waits for it (bounds memory).
 WRITER_QUEUE = 2
+#: A checkpoint (the whole engine state) is written when this many seconds have passed
+#: since the last one, and at the end of a bake: a crash costs at most this much
+#: simulation, and a big scene does not write its state every frame. The environment
+#: variable SNOWFALL_CHECKPOINT_SECONDS overrides it (0: every frame).
+CHECKPOINT_SECONDS = 1.0
+
+
+def checkpoint_seconds() -> float:
+    try:
+        return max(0.0, float(os.environ.get("SNOWFALL_CHECKPOINT_SECONDS", CHECKPOINT_SECONDS)))
+    except ValueError:
+        return CHECKPOINT_SECONDS
 
 #: scene pointer -> running BakeJob (runtime only; cleared on file load).
 _RUNNING: dict = {}
@@ -96,7 +108,8 @@ def read_meta(folder: str):
         return None
     meta = bake.read_meta()
     record = bake.read_progress()
-    meta["frame"] = record.frame if record is not None else None
+    meta["frame"] = record.complete if record is not None else None
+    meta["checkpoint_frame"] = record.frame if record is not None else None
     return meta
 
 
@@ -191,10 +204,16 @@ class BakeJob:
         self.frames_done = 0
         self.frames_total = self.frame_end - self.frame
         self.started = time.perf_counter()
+        #: Bake-thread seconds spent on output (host copies, the .blend's snow, handing
+        #: frames to the writer, waiting for it); ``flush_seconds``: the wait at the end.
         self.output_seconds = 0.0
+        self.flush_seconds = 0.0
         self.cancelled = False
         self.finished = False
         self.writer = BakeWriter(WRITER_QUEUE)
+        self._checkpoint_time = time.perf_counter()
+        self._checkpoint_frame = self.frame if resume else None
+        self.checkpoint_seconds = checkpoint_seconds()
         if resume:
             self._pending = (self.frame, self.sim.flake_positions() / np.float32(self.scale),
                              self.sim.flake_velocities() * self._velocity_scale)
@@ -249,6 +268,8 @@ class BakeJob:
         self.velocity_step = meta["flakes"]["velocity_step"]
         record = point.progress
         record.flakes = {f: v for f, v in record.flakes.items() if f < point.frame}
+        record.snow = {f: v for f, v in record.snow.items() if f <= point.frame}
+        record.complete = point.frame
         self.record = record
         emitter = props.flake_emitter
         if emitter is None or emitter.name not in scene.objects:
@@ -304,7 +325,7 @@ class BakeJob:
     @property
     def committed_frame(self):
         """The last frame complete on disk (None before the first)."""
-        return self.record.frame
+        return self.record.complete
 
     def status_text(self) -> str:
         text = (f"Snowfall: frame {self.frame}/{self.frame_end} "
@@ -353,12 +374,18 @@ class BakeJob:
         respawns = sim.flake_respawn_counts()
         respawned = respawns != self._respawns
         self._respawns = respawns
-        positions = sim.flake_positions() / np.float32(self.scale)
-        velocities = sim.flake_velocities() * self._velocity_scale
-        state = {key: np.array(value, copy=True) for key, value in sim.state_dict().items()}
+        positions = sim.flake_positions()
+        if self.scale != 1.0:
+            positions /= np.float32(self.scale)
+        velocities = sim.flake_velocities()
+        if self._velocity_scale != 1.0:
+            velocities *= self._velocity_scale
+        state = None
+        if first or time.perf_counter() - self._checkpoint_time >= self.checkpoint_seconds:
+            state = self._snapshot(frame)
         try:
             self.writer.submit(self._store_frame, frame, positions, velocities, respawned,
-                               depth, state, self.fingerprint(frame))
+                               depth, state, self.fingerprint(frame) if state else "")
         except Exception as error:
             raise self._write_error(error) from None
         props = self.scene.snowfall
@@ -373,6 +400,12 @@ class BakeJob:
             props.seconds_per_frame = self.seconds_per_frame or 0.0
         if WindOverlay.wants_field(self.scene):  # the viewport shows the wind while baking
             WindOverlay.publish(sim.wind_field(), sim.step_index, sim.time, source="bake")
+
+    def _snapshot(self, frame: int) -> dict:
+        """A host copy of the engine state (the writer thread saves it as a checkpoint)."""
+        self._checkpoint_time = time.perf_counter()
+        self._checkpoint_frame = frame
+        return {key: np.array(value, copy=True) for key, value in self.sim.state_dict().items()}
 
     # --- the writer thread's side (no bpy here) -----------------------------------------------
     def _write_flakes(self, frame: int, positions, velocities, births) -> None:
@@ -394,6 +427,17 @@ class BakeJob:
         size, crc = bake_cache.write_atomic(folder.depth_path(frame),
                                             bake_cache.encode_depth(depth))
         record.snow[frame] = [size, crc]
+        record.complete = frame
+        self._pending = (frame, positions, velocities)
+        self._commit(frame, state, fingerprint)
+
+    def _commit(self, frame: int, state, fingerprint: str) -> None:
+        """Write the checkpoint of ``frame`` (when ``state`` is given), then progress.json."""
+        folder, record = self.folder, self.record
+        if state is None:
+            bake_cache.write_atomic(folder.progress_path, json.dumps(
+                record.to_json(), indent=1, sort_keys=True).encode())
+            return
         data = bake_cache.encode_state(state)
         name = bake_cache.checkpoint_name(frame)
         bake_cache.write_atomic(os.path.join(folder.path, name), data, durable=True)
@@ -407,7 +451,6 @@ class BakeJob:
                 os.unlink(os.path.join(folder.path, old["file"]))
             except OSError:
                 pass
-        self._pending = (frame, positions, velocities)
 
     def _flush_pending(self) -> None:
         """Write the newest frame's flakes (nothing follows it to mark respawns)."""
@@ -428,7 +471,7 @@ class BakeJob:
         path = getattr(error, "filename", None) or self.cache
         path = bake_cache.final_name(path)
         record = self.record
-        done = record.frame if record.frame is not None else self.frame_start - 1
+        done = record.complete if record.complete is not None else self.frame_start - 1
         sizes = [v[0] for v in record.flakes.values()] + [v[0] for v in record.snow.values()]
         frames_written = max(1, len(record.snow))
         per_frame = sum(sizes) / frames_written if sizes else 0
@@ -457,12 +500,17 @@ class BakeJob:
         error = None
         try:
             if self.writer.error is None:
+                if self.substep == 0 and self._checkpoint_frame != self.frame:
+                    # The engine is at a frame's end: checkpoint it, so Resume starts there.
+                    self.writer.submit(self._commit, self.frame, self._snapshot(self.frame),
+                                       self.fingerprint(self.frame))
                 self.writer.submit(self._flush_pending)
             self.writer.flush()
         except Exception as exc:
             error = exc
         self.writer.close()
-        self.output_seconds += time.perf_counter() - started
+        self.flush_seconds = time.perf_counter() - started
+        self.output_seconds += self.flush_seconds
         # What Blender shows: the frames whose flakes and snow are both on disk.
         record = self.record
         last = self.frame_start - 1

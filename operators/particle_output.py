@@ -26,6 +26,7 @@ import os
 import bpy
 import numpy as np
 
+from ..blender_compat import node_tree
 from ..snow_addon.bake_cache import write_atomic
 from ..snow_addon.errors import SnowInputError
 from . import ptcache_format
@@ -204,8 +205,7 @@ def _ensure_snow_material(flake_size: float):
     material = bpy.data.materials.get(FLAKE_MATERIAL_NAME)
     if material is None:
         material = bpy.data.materials.new(FLAKE_MATERIAL_NAME)
-    if material.node_tree is None:
-        material.use_nodes = True
+    node_tree(material)
     principled = next((n for n in material.node_tree.nodes if n.type == 'BSDF_PRINCIPLED'), None)
     if principled is None:
         principled = material.node_tree.nodes.new('ShaderNodeBsdfPrincipled')
@@ -304,8 +304,15 @@ _HERMITE_GAIN = 2.0 * 4.0 / 27.0 * 3.0 ** 0.5
 
 
 def cache_compression(version=None) -> int:
-    """The point-cache compression this Blender (or ``version``) reads."""
-    return ptcache_format.compression_for(version if version is not None else bpy.app.version)
+    """The point-cache compression the bake writes for this Blender (or ``version``):
+    Zstd on filtered bytes for 5.0 and later. Blender 4.2 to 4.5 read only LZO and LZMA;
+    ptcache_format writes LZMA, but at about 3 us per flake-frame on two cores (Python's
+    lzma on float data) it would be what a bake waits for, so their files are written
+    uncompressed (40 B per flake-frame), which every version reads."""
+    version = tuple(version if version is not None else bpy.app.version)
+    compression = ptcache_format.compression_for(version)
+    return compression if compression != ptcache_format.COMPRESS_LZMA else \
+        ptcache_format.COMPRESS_NONE
 
 
 def velocity_step(scene_or_fps) -> float:

@@ -4,16 +4,20 @@ with no .blend file (numpy, json and the standard library only; never bpy, never
 Layout of one scene's folder (``<cache folder>/<scene>/``)::
 
     bake.json                 what was baked: settings, terrain digest, frame range, formats
-    progress.json             the commit record: the last frame complete on disk, the
-                              checkpoint that resumes from it, size and CRC-32 of every file
-    checkpoint_<frame>.npz    the engine state after <frame> (Simulation.state_dict)
+    progress.json             the commit record: the last frame complete on disk, the newest
+                              checkpoint, size and CRC-32 of every file
+    checkpoint_<frame>.npz    the engine state after <frame> (Simulation.state_dict); the
+                              newest one is kept
     snow/depth_<frame>.npy    snow depth (metres, float32, the heightmap's (ny, nx) grid)
     flakes/*.bphys            the particle point cache (written by the caller's encoder)
 
 Every file is written under a temporary name and renamed into place (``os.replace``), so a
 file under its final name is always complete. ``progress.json`` is rewritten last, after the
-frame's files and its checkpoint are on disk: a process killed at any moment leaves the
-previous commit, and everything it names, intact. Reading checks sizes (every file), CRC-32
+frame's files (and its checkpoint, when it has one) are on disk: a process killed at any
+moment leaves the previous commit, and everything it names, intact. Checkpoints are the
+largest writes (the whole engine state), so the bake writes one when CHECKPOINT_SECONDS
+have passed since the last, and at the end; Resume continues from the newest and rewrites
+the frames after it (the same bytes: the bake is deterministic). Reading checks sizes (every file), CRC-32
 (the last frames) and the checkpoint's SHA-256; a file that fails any check is reported by
 name (``BakeCacheError``), never parsed further. Checkpoints are read with
 ``np.load(allow_pickle=False)``; json files with ``json.load``.
@@ -32,6 +36,7 @@ import os
 import queue
 import re
 import shutil
+import sys
 import threading
 import time
 import zlib
@@ -211,17 +216,20 @@ class ResumePoint:
 
 @dataclass
 class CommitRecord:
-    """What progress.json says, kept in memory by the writer thread."""
+    """What progress.json says, kept in memory by the writer thread. ``frame``: the frame
+    of the newest checkpoint (where Resume continues); ``complete``: the last frame whose
+    files are all on disk (flakes up to the frame before, snow depth)."""
     frame: int | None = None
     checkpoint: dict | None = None
     fingerprint: str = ""
     flakes: dict = field(default_factory=dict)    # frame -> [bytes, crc32, file name]
     snow: dict = field(default_factory=dict)      # frame -> [bytes, crc32]
+    complete: int | None = None
 
     def to_json(self) -> dict:
         return {"format": BAKE_FORMAT + "-progress", "version": BAKE_VERSION,
-                "frame": self.frame, "checkpoint": self.checkpoint,
-                "fingerprint": self.fingerprint,
+                "frame": self.frame, "complete": self.complete,
+                "checkpoint": self.checkpoint, "fingerprint": self.fingerprint,
                 "flakes": {str(k): v for k, v in sorted(self.flakes.items())},
                 "snow": {str(k): v for k, v in sorted(self.snow.items())}}
 
@@ -230,7 +238,8 @@ class CommitRecord:
         try:
             record = cls(int(data["frame"]), dict(data["checkpoint"]), str(data["fingerprint"]),
                          {int(k): list(v) for k, v in dict(data["flakes"]).items()},
-                         {int(k): list(v) for k, v in dict(data["snow"]).items()})
+                         {int(k): list(v) for k, v in dict(data["snow"]).items()},
+                         int(data["complete"]))
         except (KeyError, TypeError, ValueError) as error:
             raise BakeCacheError(f"'{path}' is not a Snowfall progress record ({error})",
                                  "baking again", path) from None
@@ -385,7 +394,14 @@ class BakeWriter:
     ``wait_seconds``: time the submitting thread spent blocked (queue full, flush);
     ``busy_seconds``: time the writer thread spent running tasks."""
 
+    #: Python's thread switch interval while a writer runs (seconds; Python's default is
+    #: 0.005). Handing a frame to the writer wakes it; with the default the submitting
+    #: thread could wait up to 5 ms for the interpreter lock each time.
+    SWITCH_INTERVAL = 0.0005
+
     def __init__(self, max_pending: int = 2, name: str = "snowfall-bake-writer"):
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, self.SWITCH_INTERVAL))
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, max_pending))
         self.error: BaseException | None = None
         self.wait_seconds = 0.0
@@ -437,6 +453,7 @@ class BakeWriter:
         self._queue.put(None)
         self._thread.join()
         self.wait_seconds += time.perf_counter() - started
+        sys.setswitchinterval(self._switch_interval)
 
 
 def is_disk_error(error: BaseException) -> bool:

@@ -68,39 +68,44 @@ def test_kills_at_random_moments_resume_bit_for_bit(addon, tools, tmp_path):
     reference = _folder_files(tmp_path / "ref_cache" / "Scene")
 
     folder = bake_cache.BakeFolder(str(tmp_path / "crash_cache" / "Scene"))
+    frame_seconds = bake_seconds / FRAMES
+    env = dict(os.environ, SNOWFALL_CHECKPOINT_SECONDS="0.05")  # checkpoints every few frames
     rng = random.Random(12)
-    kills, mid_bake, attempts = 0, 0, 0
+    kills, mid_bake, attempts, resumes = 0, 0, 0, 0
     while kills < KILLS:
         attempts += 1
         assert attempts < 4 * KILLS, f"only {kills} kills landed in {attempts} runs"
         record = folder.read_progress() if folder.exists() else None
-        extra = ["--resume"] if record is not None and record.frame is not None else []
+        resume = record is not None and not (record.frame == FRAMES and FRAMES in record.flakes)
+        resumes += resume
         process = subprocess.Popen(_headless(str(crash_blend), "--output",
-                                             str(tmp_path / "crash_baked.blend"), *extra),
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                             str(tmp_path / "crash_baked.blend"),
+                                             *(["--resume"] if resume else [])),
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   env=env)
         launched = time.perf_counter()
-        if attempts % 2:      # a moment after the bake started: mostly mid-frame work
+        frames_seen = 0
+        if attempts % 3:      # after a random number of frames, at a random moment in a frame
+            wanted = rng.randint(0, FRAMES // 3)
             for line in process.stdout:
-                if line.startswith("snowfall: baking") or "already reaches" in line:
+                frames_seen += line.lstrip().startswith("Snowfall: frame")
+                if frames_seen > wanted:
                     break
-            time.sleep(rng.uniform(0.0, 0.3 * bake_seconds))
+            time.sleep(rng.uniform(0.0, frame_seconds))
         else:                 # any moment of the process, start-up included
-            time.sleep(max(0.0, rng.uniform(0.3, 1.0) * whole_run
+            time.sleep(max(0.0, rng.uniform(0.2, 1.0) * whole_run
                            - (time.perf_counter() - launched)))
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             kills += 1
-            committed = folder.read_progress() if folder.exists() else None
-            if committed is not None and committed.frame is not None and \
-                    1 < committed.frame < FRAMES:
-                mid_bake += 1
+            mid_bake += frames_seen > 0
         process.wait(timeout=60)
         process.stdout.close()
-    assert mid_bake >= 3, f"only {mid_bake} of {kills} kills landed mid-bake"
+    assert mid_bake >= 5 and resumes >= 5, (mid_bake, resumes, kills)
 
     # Finish: resume (or bake, when no frame was ever committed) to the end.
     record = folder.read_progress() if folder.exists() else None
-    extra = ["--resume"] if record is not None and record.frame is not None else []
+    extra = ["--resume"] if record is not None else []
     done = subprocess.run(_headless(str(crash_blend), "--output",
                                     str(tmp_path / "crash_baked.blend"), *extra),
                           capture_output=True, text=True, timeout=300)

@@ -1,0 +1,140 @@
+"""What a Blender bake spends on output, against the disk's own write speed in the same run.
+
+Builds a sample scene (sample_scenes/build.py: box_test or mountain_valley), bakes it with
+the add-on's BakeJob (the Bake button's code, CPU backend unless told otherwise) into a
+temporary cache folder, and reports:
+
+* simulation time (inside ``Simulation.step``) and output time: the bake thread's time
+  spent on output (host copies, the .blend's snow attributes, handing the frame to the
+  writer thread, waiting for it when it falls behind, the final flush);
+* the writer thread's busy time (encoding and writing flakes, snow depth, checkpoints);
+* bytes per flake-frame of the flake cache, and per frame of snow depth and checkpoint;
+* the disk's write speed measured in the same run in the same folder (256 MiB of random
+  bytes in 8 MiB writes, then fsync), and what writing the flake bytes at that speed costs
+  per flake-frame (the disk limit), for the compact files and for the uncompressed 40 B.
+
+    python benchmarks/bake_output.py --scene box_test --flakes 100000 --frames 24
+    python benchmarks/bake_output.py --scene mountain_valley --flakes 1000000 --frames 12 --json out.json
+
+Prints one ``RESULT {json}`` line at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blender_particles import print_result  # noqa: E402  (a script beside this one)
+
+UNCOMPRESSED_BYTES_PER_FLAKE = 40      # index + location + velocity + times, float32
+
+
+def disk_write_speed(folder: str, total: int = 256 << 20, chunk: int = 8 << 20) -> float:
+    """Bytes per second of a sequential write of random bytes, fsync included."""
+    data = np.random.default_rng(0).integers(0, 256, chunk, dtype=np.uint8).tobytes()
+    path = os.path.join(folder, "disk_speed.tmp")
+    started = time.perf_counter()
+    with open(path, "wb") as handle:
+        for _ in range(total // chunk):
+            handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    seconds = time.perf_counter() - started
+    os.unlink(path)
+    return total / seconds
+
+
+def bake(scene_name: str, flakes: int, frames: int, backend: str, folder: str) -> dict:
+    import bpy
+
+    import snowfall
+    from snowfall.operators.bake import BakeJob
+    from snowfall.sample_scenes.build import build
+
+    if not hasattr(bpy.types.Scene, "snowfall"):
+        snowfall.register()
+    build(scene_name, frames=frames, flakes=flakes)
+    scene = bpy.context.scene
+    scene.snowfall.backend = backend
+    scene.snowfall.cache_folder = folder
+    job = BakeJob(bpy.context)
+    sim = job.sim
+    simulate = {"seconds": 0.0}
+    step = sim.step
+
+    def timed_step(count=1):
+        started = time.perf_counter()
+        try:
+            return step(count)
+        finally:
+            simulate["seconds"] += time.perf_counter() - started
+
+    sim.step = timed_step
+    started = time.perf_counter()
+    job.run()
+    wall = time.perf_counter() - started
+    record = job.record
+    frames_written = len(record.flakes)
+    flake_bytes = sum(v[0] for v in record.flakes.values())
+    snow_bytes = sum(v[0] for v in record.snow.values())
+    count = sim.settings.flake_count
+    flake_frames = frames_written * count
+    return {"scene": scene_name, "flakes": count, "frames": frames_written,
+            "backend": sim.backend.name, "wall_s": wall,
+            "simulation_s": simulate["seconds"], "output_s": job.output_seconds,
+            "final_flush_s": job.flush_seconds,
+            "writer_busy_s": job.writer.busy_seconds,
+            "flake_bytes_per_flake_frame": flake_bytes / flake_frames,
+            "snow_bytes_per_frame": snow_bytes / max(1, len(record.snow)),
+            "checkpoint_bytes": (record.checkpoint or {}).get("bytes", 0),
+            "output_ns_per_flake_frame": job.output_seconds * 1e9 / flake_frames,
+            "simulation_ns_per_flake_frame": simulate["seconds"] * 1e9 / flake_frames,
+            "writer_ns_per_flake_frame": job.writer.busy_seconds * 1e9 / flake_frames,
+            "compression": job.compression, "velocity_step": job.velocity_step}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scene", default="box_test", choices=("box_test", "mountain_valley"))
+    parser.add_argument("--flakes", type=int, default=100_000)
+    parser.add_argument("--frames", type=int, default=24)
+    parser.add_argument("--backend", default="cpu", choices=("auto", "cpu", "gpu", "numpy"))
+    parser.add_argument("--folder", help="cache folder (default: a temporary one)")
+    parser.add_argument("--json", help="also write the result here")
+    args = parser.parse_args(argv)
+    folder = args.folder or tempfile.mkdtemp(prefix="snowfall_bake_output_")
+    try:
+        result = bake(args.scene, args.flakes, args.frames, args.backend, folder)
+        speed = disk_write_speed(folder)
+    finally:
+        if not args.folder:
+            shutil.rmtree(folder, ignore_errors=True)
+    result["disk_write_bytes_per_s"] = speed
+    result["disk_ns_per_flake_frame"] = result["flake_bytes_per_flake_frame"] / speed * 1e9
+    result["disk_ns_per_flake_frame_uncompressed"] = UNCOMPRESSED_BYTES_PER_FLAKE / speed * 1e9
+    result["cpus"] = os.cpu_count()
+    print(f"bake_output: {result['scene']}, {result['flakes']:,} flakes x {result['frames']} "
+          f"frames on {result['backend']} ({result['cpus']} CPUs)")
+    print(f"  wall {result['wall_s']:.2f} s: simulation {result['simulation_s']:.2f} s "
+          f"({result['simulation_ns_per_flake_frame']:.0f} ns/flake-frame), output on the bake "
+          f"thread {result['output_s']:.2f} s ({result['output_ns_per_flake_frame']:.1f} "
+          f"ns/flake-frame, of which {result['final_flush_s']:.2f} s waiting for the writer at the "
+          f"end); writer thread busy {result['writer_busy_s']:.2f} s "
+          f"({result['writer_ns_per_flake_frame']:.0f} ns/flake-frame, in the background)")
+    print(f"  flake cache {result['flake_bytes_per_flake_frame']:.2f} B/flake-frame (uncompressed: "
+          f"{UNCOMPRESSED_BYTES_PER_FLAKE}); snow {result['snow_bytes_per_frame'] / 1e3:.1f} KB/"
+          f"frame; checkpoint {result['checkpoint_bytes'] / 1e6:.2f} MB (one kept)")
+    print(f"  disk write speed (same folder, same run, fsync): {speed / 1e6:.0f} MB/s: the flake "
+          f"bytes alone take {result['disk_ns_per_flake_frame']:.1f} ns/flake-frame at that "
+          f"speed ({result['disk_ns_per_flake_frame_uncompressed']:.1f} uncompressed)")
+    return print_result(result, args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
