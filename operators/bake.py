@@ -36,7 +36,7 @@ from ..snow_addon.bake_cache import BakeCacheError, BakeFolder, BakeWriter, Comm
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.settings import SnowSettings
 from ..properties import DEFAULT_CACHE_FOLDER, terrain_objects, to_snow_settings, unit_scale
-from . import particle_output, snow_output
+from . import particle_output, snow_output, snow_surface
 from .scene_io import read_terrain, resolve_cache_folder
 
 FLAKE_EMITTER_NAME = "Snowfall Flakes"
@@ -48,6 +48,13 @@ WRITER_QUEUE = 2
 #: simulation, and a big scene does not write its state every frame. The environment
 #: variable SNOWFALL_CHECKPOINT_SECONDS overrides it (0: every frame).
 CHECKPOINT_SECONDS = 1.0
+#: How Blender shows the snow of a new bake. False: the "Snowfall Snow Surface" object,
+#: built by Geometry Nodes from the bake folder's OpenEXR depth files at the simulation's
+#: resolution (operators/snow_surface.py); the .blend does not grow with the frames. True
+#: (the older form, still the default while tests outside this module read it): one
+#: ``snow_depth_<frame>`` attribute per frame on the terrain mesh, displaced by the
+#: "Snowfall Snow" modifier (operators/snow_output.py). A resumed bake keeps its form.
+VERTEX_SNOW_FRAMES = True
 
 
 def checkpoint_seconds() -> float:
@@ -188,12 +195,13 @@ class BakeJob:
                 cache_dir=flake_cache_folder(props.cache_folder, scene))
             self.compression = particle_output.cache_compression()
             self.velocity_step = particle_output.velocity_step(scene)
+            self.vertex_frames = bool(VERTEX_SNOW_FRAMES)
             self.folder.start(self._meta())
             props.flake_emitter = self.emitter
-            for part in self.parts:
-                snow_output.ensure_snow_modifier(part.obj, self.scale)
+            self._setup_snow_display()
             props.baked_frame_start = self.frame_start
         self.flake_dir = particle_output.cache_directory(self.emitter)
+        self._ground = self.sim.heightmap.height.astype(np.float32)
         particle_output.ensure_info_file(self.emitter, settings.flake_count)
         self._velocity_scale = np.float32(particle_output.velocity_scale(scene, self.emitter)
                                           / self.scale)
@@ -234,8 +242,28 @@ class BakeJob:
                 "flakes": {"count": self.settings.flake_count, "file": particle_output.CACHE_NAME,
                            "compression": self.compression, "velocity_step": self.velocity_step,
                            "subframe_error": particle_output.SUBFRAME_ERROR},
-                "snow": {"format": "npy", "x0": grid.x0, "y0": grid.y0,
+                "snow": {"format": "exr", "vertex_frames": self.vertex_frames,
+                         "x0": grid.x0, "y0": grid.y0,
                          "spacing": grid.spacing, "nx": grid.nx, "ny": grid.ny}}
+
+    def _setup_snow_display(self) -> None:
+        if self.vertex_frames:
+            for part in self.parts:
+                snow_output.ensure_snow_modifier(part.obj, self.scale)
+        else:
+            props = self.scene.snowfall
+            self.surface = snow_surface.ensure_surface(
+                self.scene, snow_surface.snow_folder_for_blend(
+                    props.cache_folder.strip() or DEFAULT_CACHE_FOLDER, self.scene),
+                self.sim.heightmap.grid, 1.0 / self.scale, self.frame_start, self.frame_start)
+
+    def _show_range(self, last: int) -> None:
+        """Blender shows the snow of frames frame_start..last."""
+        if self.vertex_frames:
+            for part in self.parts:
+                snow_output.set_baked_range(part.obj, self.frame_start, last)
+        else:
+            snow_surface.set_range(self.surface, self.frame_start, last)
 
     # --- resume -----------------------------------------------------------------------------
     def _resume_point(self):
@@ -264,6 +292,7 @@ class BakeJob:
         scene, props = self.scene, self.scene.snowfall
         meta = self._meta_on_disk
         self.frame = point.frame
+        self.folder.remove_temporaries()
         self.compression = int(meta["flakes"]["compression"])
         self.velocity_step = meta["flakes"]["velocity_step"]
         record = point.progress
@@ -282,18 +311,20 @@ class BakeJob:
                 cache_dir=flake_cache_folder(props.cache_folder, scene))
         self.emitter = emitter
         props.flake_emitter = self.emitter
-        in_file = props.baked_frame_end if props.has_bake else self.frame_start - 1
-        shape = (self.sim.heightmap.grid.ny, self.sim.heightmap.grid.nx)
-        for part in self.parts:
-            snow_output.ensure_snow_modifier(part.obj, self.scale)
-            have = set(snow_output.baked_frames(part.obj))
-            for frame in range(self.frame_start, point.frame + 1):
-                if frame > in_file or frame not in have:
-                    depth = bake_cache.read_depth(self.folder.depth_path(frame), shape)
-                    snow_output.write_snow_frame(part.obj, frame,
-                                                 _vertex_depth(self.sim, depth, part.vertices))
-            snow_output.remove_frames_after(part.obj, point.frame)
-            snow_output.set_baked_range(part.obj, self.frame_start, point.frame)
+        self.vertex_frames = bool(meta["snow"].get("vertex_frames", True))
+        self._setup_snow_display()
+        if self.vertex_frames:    # the snow of committed frames the .blend does not hold
+            in_file = props.baked_frame_end if props.has_bake else self.frame_start - 1
+            shape = (self.sim.heightmap.grid.ny, self.sim.heightmap.grid.nx)
+            for part in self.parts:
+                have = set(snow_output.baked_frames(part.obj))
+                for frame in range(self.frame_start, point.frame + 1):
+                    if frame > in_file or frame not in have:
+                        depth = bake_cache.read_depth(self.folder.depth_path(frame), shape)
+                        snow_output.write_snow_frame(
+                            part.obj, frame, _vertex_depth(self.sim, depth, part.vertices))
+                snow_output.remove_frames_after(part.obj, point.frame)
+        self._show_range(point.frame)
         props.baked_frame_start = self.frame_start
         props.baked_frame_end = point.frame
         props.has_bake = True
@@ -368,9 +399,10 @@ class BakeJob:
         started = time.perf_counter()
         sim = self.sim
         depth = sim.snow_depth()
-        for part in self.parts:
-            snow_output.write_snow_frame(part.obj, frame,
-                                         _vertex_depth(sim, depth, part.vertices))
+        if self.vertex_frames:
+            for part in self.parts:
+                snow_output.write_snow_frame(part.obj, frame,
+                                             _vertex_depth(sim, depth, part.vertices))
         respawns = sim.flake_respawn_counts()
         respawned = respawns != self._respawns
         self._respawns = respawns
@@ -391,8 +423,7 @@ class BakeJob:
         props = self.scene.snowfall
         props.has_bake = True
         props.baked_frame_end = frame
-        for part in self.parts:
-            snow_output.set_baked_range(part.obj, self.frame_start, frame)
+        self._show_range(frame)
         self.output_seconds += time.perf_counter() - started
         if not first:
             self.frame = frame
@@ -425,7 +456,7 @@ class BakeJob:
                 births[respawned] = float(frame)
             self._write_flakes(previous, old_positions, old_velocities, births)
         size, crc = bake_cache.write_atomic(folder.depth_path(frame),
-                                            bake_cache.encode_depth(depth))
+                                            bake_cache.encode_depth(depth, self._ground))
         record.snow[frame] = [size, crc]
         record.complete = frame
         self._pending = (frame, positions, velocities)
@@ -441,16 +472,11 @@ class BakeJob:
         data = bake_cache.encode_state(state)
         name = bake_cache.checkpoint_name(frame)
         bake_cache.write_atomic(os.path.join(folder.path, name), data, durable=True)
-        old = record.checkpoint
         record.frame, record.fingerprint = frame, fingerprint
         record.checkpoint = {"file": name, "bytes": len(data),
                              "sha256": hashlib.sha256(data).hexdigest()}
         bake_cache.write_json_atomic(folder.progress_path, record.to_json())
-        if old and old.get("file") != name:
-            try:
-                os.unlink(os.path.join(folder.path, old["file"]))
-            except OSError:
-                pass
+        folder.remove_checkpoints(keep=name)   # older ones (a kill may have left several)
 
     def _flush_pending(self) -> None:
         """Write the newest frame's flakes (nothing follows it to mark respawns)."""
@@ -518,9 +544,10 @@ class BakeJob:
             last += 1
         props = self.scene.snowfall
         if last >= self.frame_start:
-            for part in self.parts:
-                snow_output.remove_frames_after(part.obj, last)
-                snow_output.set_baked_range(part.obj, self.frame_start, last)
+            if self.vertex_frames:
+                for part in self.parts:
+                    snow_output.remove_frames_after(part.obj, last)
+            self._show_range(last)
             props.baked_frame_end = last
             particle_output.finish_flake_bake(self.emitter, self.frame_start, last)
         self.frame = max(last, self.frame_start)
@@ -561,7 +588,8 @@ def free_bake(scene) -> None:
     """Remove the baked snow, flakes and resume state of ``scene``."""
     props = scene.snowfall
     for obj in terrain_objects(props):
-        snow_output.free_snow(obj)
+        snow_output.free_snow(obj)       # per-frame attributes (also of older bakes)
+    snow_surface.free_surface()
     emitter = props.flake_emitter
     if emitter is not None:
         particle_output.free_flake_bake(emitter)

@@ -8,7 +8,8 @@ Layout of one scene's folder (``<cache folder>/<scene>/``)::
                               checkpoint, size and CRC-32 of every file
     checkpoint_<frame>.npz    the engine state after <frame> (Simulation.state_dict); the
                               newest one is kept
-    snow/depth_<frame>.npy    snow depth (metres, float32, the heightmap's (ny, nx) grid)
+    snow/depth_<frame>.exr    snow depth (metres, float32, the heightmap's (ny, nx) grid) as an
+                              OpenEXR image Blender reads: R = depth, G = ground height
     flakes/*.bphys            the particle point cache (written by the caller's encoder)
 
 Every file is written under a temporary name and renamed into place (``os.replace``), so a
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import exr
 from .errors import SnowInputError
 
 BAKE_FORMAT = "snowfall-bake"
@@ -71,7 +73,7 @@ def checkpoint_name(frame: int) -> str:
 
 
 def depth_name(frame: int) -> str:
-    return f"depth_{int(frame):06d}.npy"
+    return f"depth_{int(frame):06d}.exr"
 
 
 def _crc(chunks) -> int:
@@ -178,28 +180,28 @@ def read_state(path: str, sha256: str | None = None, size: int | None = None) ->
 
 # --- snow depth ---------------------------------------------------------------------------------
 
-def encode_depth(depth: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(depth, dtype="<f4"), allow_pickle=False)
-    return buffer.getvalue()
+def encode_depth(depth: np.ndarray, ground: np.ndarray) -> bytes:
+    """One frame's snow as OpenEXR: R = depth (m), G = ground height (m), B = 0."""
+    depth = np.asarray(depth, dtype=np.float32)
+    return exr.encode({"R": depth, "G": ground, "B": np.zeros_like(depth)})
 
 
 def read_depth(path: str, shape: tuple | None = None) -> np.ndarray:
     """Snow depth (float32 (ny, nx), metres) of one frame file; BakeCacheError naming the
-    file when it is missing, not a float32 .npy, or of another shape."""
+    file when it is missing, not such an OpenEXR file, or of another shape."""
     try:
-        depth = np.load(path, allow_pickle=False)
+        with open(path, "rb") as handle:
+            channels = exr.decode(handle.read())
+        depth = channels["R"]
     except FileNotFoundError:
         raise BakeCacheError(f"the snow depth file '{path}' is missing", "baking again",
                              path) from None
-    except Exception as error:
+    except (OSError, ValueError, KeyError, IndexError) as error:
         raise BakeCacheError(f"'{path}' is not a snow depth file ({type(error).__name__}: "
                              f"{error})", "baking again", path) from None
-    if not isinstance(depth, np.ndarray) or depth.dtype != np.float32 or depth.ndim != 2 \
-            or (shape is not None and depth.shape != tuple(shape)):
-        raise BakeCacheError(f"'{path}' holds {getattr(depth, 'shape', '?')} "
-                             f"{getattr(depth, 'dtype', '?')}, not the bake's snow depth grid "
-                             f"{tuple(shape) if shape else ''} float32", "baking again", path)
+    if shape is not None and depth.shape != tuple(shape):
+        raise BakeCacheError(f"'{path}' holds a {depth.shape} grid, not the bake's "
+                             f"{tuple(shape)}", "baking again", path)
     return depth
 
 
@@ -347,6 +349,26 @@ class BakeFolder:
         return ResumePoint(last, state, record.fingerprint, record)
 
     # removal
+    def remove_checkpoints(self, keep: str) -> None:
+        """Delete every checkpoint but ``keep`` (a file name)."""
+        for name in os.listdir(self.path):
+            if name.startswith("checkpoint_") and name.endswith(".npz") and name != keep:
+                try:
+                    os.unlink(os.path.join(self.path, name))
+                except OSError:
+                    pass
+
+    def remove_temporaries(self) -> None:
+        """Delete the temporary files of writes a kill interrupted."""
+        for folder in (self.path, self.snow_dir, self.flake_dir):
+            if os.path.isdir(folder):
+                for name in os.listdir(folder):
+                    if name.startswith(".") and name.endswith(".tmp"):
+                        try:
+                            os.unlink(os.path.join(folder, name))
+                        except OSError:
+                            pass
+
     def free(self, keep_folder: bool = False) -> None:
         """Remove this module's files (and the folder when it is left empty)."""
         if not os.path.isdir(self.path):

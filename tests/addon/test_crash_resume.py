@@ -30,12 +30,13 @@ def _headless(blend, *extra):
     return [sys.executable, "-u", "-m", "snowfall.operators.headless", blend, *extra]
 
 
-def _folder_files(folder):
-    """Relative path -> bytes of every file a bake leaves (temporary files excluded)."""
+def _folder_files(folder, temporaries=False):
+    """Relative path -> bytes of every file a bake leaves (temporary files excluded unless
+    ``temporaries``)."""
     files = {}
     for root, _dirs, names in os.walk(folder):
         for name in names:
-            if name.startswith(".") and name.endswith(".tmp"):
+            if name.startswith(".") and name.endswith(".tmp") and not temporaries:
                 continue
             path = os.path.join(root, name)
             with open(path, "rb") as handle:
@@ -112,6 +113,7 @@ def test_kills_at_random_moments_resume_bit_for_bit(addon, tools, tmp_path):
     assert done.returncode == 0 or "already reaches" in done.stderr, done.stderr[-2000:]
     resumed = _folder_files(folder.path)
     assert sorted(resumed) == sorted(reference)
+    assert sorted(resumed) == sorted(_folder_files(folder.path, temporaries=True))
     for name, data in reference.items():
         assert resumed[name] == data, name
 

@@ -1,0 +1,264 @@
+"""Snow as a surface read from the bake folder: one OpenEXR heightmap per frame at the
+simulation's resolution, turned into a mesh by a Geometry Nodes modifier (plain Blender
+data: a baked file renders without the add-on, as long as the cache folder travels with it).
+
+Files: ``<cache folder>/<scene>/snow/depth_<frame:06d>.exr``, float32, one pixel per
+heightmap node (pixel (i, j) from the bottom-left is node [j, i]): R = snow depth (m),
+G = ground height under the snow (m; the heightmap, -1e30 where there is no surface),
+B = 0.
+
+Object "Snowfall Snow Surface": an empty mesh whose modifier ("Snowfall Snow Surface",
+node group of the same name) builds a grid of the heightmap's nodes, samples the frame's
+image (Image Texture, closest pixel, the image an image *sequence* whose frame is the scene
+frame clamped to the baked range), puts each node at ground + depth (converted to scene
+units), stores ``snow_depth`` on the points for the material, and deletes the nodes with
+less than ``Min Depth`` of snow (or no ground). The .blend holds only this node group, the
+image's path and a few numbers: it does not grow with the frame count, and the snow is as
+fine as the simulation, whatever the terrain mesh's resolution.
+"""
+from __future__ import annotations
+
+import os
+
+import bpy
+
+from . import snow_output
+
+OBJECT_NAME = "Snowfall Snow Surface"
+NODE_GROUP_NAME = "Snowfall Snow Surface"
+IMAGE_NAME = "Snowfall Snow Depth"
+MATERIAL_NAME = "Snowfall Snow Surface"
+DEPTH_ATTRIBUTE = "snow_depth"
+#: Nodes with less snow than this (m) are left out of the surface (the terrain shows).
+MIN_DEPTH = 0.001
+#: Ground heights below this are "no surface" nodes (snow_addon.grid.OPEN_HEIGHT = -1e30).
+NO_GROUND = -1e29
+
+
+def depth_file_name(frame: int) -> str:
+    return f"depth_{int(frame):06d}.exr"
+
+
+def _socket(group, name, in_out, socket_type, default=None, description=""):
+    socket = snow_output._socket(group, name, in_out, socket_type)
+    if default is not None:
+        socket.default_value = default
+    socket.description = description
+    return socket
+
+
+def ensure_node_group():
+    group = bpy.data.node_groups.get(NODE_GROUP_NAME)
+    if group is not None and group.bl_idname == "GeometryNodeTree":
+        return group
+    group = bpy.data.node_groups.new(NODE_GROUP_NAME, "GeometryNodeTree")
+    _socket(group, "Geometry", "INPUT", "NodeSocketGeometry")
+    _socket(group, "Image", "INPUT", "NodeSocketImage")
+    _socket(group, "First Frame", "INPUT", "NodeSocketFloat", 1.0)
+    _socket(group, "Last Frame", "INPUT", "NodeSocketFloat", 1.0)
+    _socket(group, "Origin", "INPUT", "NodeSocketVector", (0.0, 0.0, 0.0),
+            "World position of heightmap node [0, 0] (scene units)")
+    _socket(group, "Size", "INPUT", "NodeSocketVector", (1.0, 1.0, 0.0),
+            "Extent of the heightmap from its first to its last node (scene units)")
+    _socket(group, "Columns", "INPUT", "NodeSocketInt", 2, "Heightmap nodes along X")
+    _socket(group, "Rows", "INPUT", "NodeSocketInt", 2, "Heightmap nodes along Y")
+    _socket(group, "Units per Metre", "INPUT", "NodeSocketFloat", 1.0)
+    _socket(group, "Min Depth", "INPUT", "NodeSocketFloat", MIN_DEPTH,
+            "Nodes with less snow (m) are left out")
+    _socket(group, "Material", "INPUT", "NodeSocketMaterial")
+    _socket(group, "Geometry", "OUTPUT", "NodeSocketGeometry")
+
+    nodes, links = group.nodes, group.links
+    new = nodes.new
+    group_in, group_out = new("NodeGroupInput"), new("NodeGroupOutput")
+    time = new("GeometryNodeInputSceneTime")
+    rounded = new("ShaderNodeMath")
+    rounded.operation = "ROUND"
+    clamp = new("ShaderNodeClamp")
+    grid = new("GeometryNodeMeshGrid")
+    size_xyz = new("ShaderNodeSeparateXYZ")
+    half = new("ShaderNodeVectorMath")
+    half.operation = "MULTIPLY_ADD"
+    half.inputs[1].default_value = (0.5, 0.5, 0.0)
+    move = new("GeometryNodeTransform")
+    texture = new("GeometryNodeImageTexture")
+    texture.interpolation = "Closest"
+    texture.extension = "EXTEND"
+    channels = new("FunctionNodeSeparateColor")
+    ground_plus_depth = new("ShaderNodeMath")
+    ground_plus_depth.operation = "ADD"
+    to_units = new("ShaderNodeMath")
+    to_units.operation = "MULTIPLY"
+    up = new("ShaderNodeCombineXYZ")
+    set_position = new("GeometryNodeSetPosition")
+    store = new("GeometryNodeStoreNamedAttribute")
+    store.data_type = "FLOAT"
+    store.domain = "POINT"
+    store.inputs["Name"].default_value = DEPTH_ATTRIBUTE
+    thin = new("FunctionNodeCompare")
+    thin.data_type = "FLOAT"
+    thin.operation = "LESS_THAN"
+    no_ground = new("FunctionNodeCompare")
+    no_ground.data_type = "FLOAT"
+    no_ground.operation = "LESS_THAN"
+    no_ground.inputs[1].default_value = NO_GROUND
+    either = new("FunctionNodeBooleanMath")
+    either.operation = "OR"
+    delete = new("GeometryNodeDeleteGeometry")
+    delete.domain = "POINT"
+    smooth = new("GeometryNodeSetShadeSmooth")
+    set_material = new("GeometryNodeSetMaterial")
+
+    # Frame: the scene frame, rounded, clamped to the baked range (the sequence's files).
+    links.new(time.outputs["Frame"], rounded.inputs[0])
+    links.new(rounded.outputs[0], clamp.inputs["Value"])
+    links.new(group_in.outputs["First Frame"], clamp.inputs["Min"])
+    links.new(group_in.outputs["Last Frame"], clamp.inputs["Max"])
+    # The grid of heightmap nodes, centred on Origin + Size / 2.
+    links.new(group_in.outputs["Size"], size_xyz.inputs[0])
+    links.new(size_xyz.outputs["X"], grid.inputs["Size X"])
+    links.new(size_xyz.outputs["Y"], grid.inputs["Size Y"])
+    links.new(group_in.outputs["Columns"], grid.inputs["Vertices X"])
+    links.new(group_in.outputs["Rows"], grid.inputs["Vertices Y"])
+    links.new(group_in.outputs["Size"], half.inputs[0])
+    links.new(group_in.outputs["Origin"], half.inputs[2])
+    links.new(grid.outputs["Mesh"], move.inputs["Geometry"])
+    links.new(half.outputs["Vector"], move.inputs["Translation"])
+    # Depth and ground of each node from the frame's image.
+    links.new(group_in.outputs["Image"], texture.inputs["Image"])
+    links.new(grid.outputs["UV Map"], texture.inputs["Vector"])
+    links.new(clamp.outputs["Result"], texture.inputs["Frame"])
+    links.new(texture.outputs["Color"], channels.inputs["Color"])
+    links.new(channels.outputs["Red"], ground_plus_depth.inputs[0])
+    links.new(channels.outputs["Green"], ground_plus_depth.inputs[1])
+    links.new(ground_plus_depth.outputs[0], to_units.inputs[0])
+    links.new(group_in.outputs["Units per Metre"], to_units.inputs[1])
+    links.new(to_units.outputs[0], up.inputs["Z"])
+    links.new(move.outputs["Geometry"], set_position.inputs["Geometry"])
+    links.new(up.outputs["Vector"], set_position.inputs["Offset"])
+    links.new(set_position.outputs["Geometry"], store.inputs["Geometry"])
+    links.new(channels.outputs["Red"], store.inputs["Value"])
+    # Leave out nodes without snow or without ground.
+    links.new(channels.outputs["Red"], thin.inputs[0])
+    links.new(group_in.outputs["Min Depth"], thin.inputs[1])
+    links.new(channels.outputs["Green"], no_ground.inputs[0])
+    links.new(thin.outputs["Result"], either.inputs[0])
+    links.new(no_ground.outputs["Result"], either.inputs[1])
+    links.new(store.outputs["Geometry"], delete.inputs["Geometry"])
+    links.new(either.outputs["Boolean"], delete.inputs["Selection"])
+    links.new(delete.outputs["Geometry"], smooth.inputs["Geometry"])
+    links.new(smooth.outputs["Geometry"], set_material.inputs["Geometry"])
+    links.new(group_in.outputs["Material"], set_material.inputs["Material"])
+    links.new(set_material.outputs["Geometry"], group_out.inputs["Geometry"])
+    for index, node in enumerate((group_in, time, rounded, clamp, size_xyz, grid, half, move,
+                                  texture, channels, ground_plus_depth, to_units, up,
+                                  set_position, store, thin, no_ground, either, delete, smooth,
+                                  set_material, group_out)):
+        node.location = (200 * index, 0)
+    return group
+
+
+def ensure_material():
+    """White, soft snow (Principled BSDF with a little subsurface scattering)."""
+    material = bpy.data.materials.get(MATERIAL_NAME)
+    if material is not None:
+        return material
+    material = bpy.data.materials.new(MATERIAL_NAME)
+    if material.node_tree is None:
+        material.use_nodes = True
+    principled = next((n for n in material.node_tree.nodes if n.type == "BSDF_PRINCIPLED"), None)
+    if principled is not None:
+        for name, value in (("Base Color", (0.90, 0.93, 0.97, 1.0)), ("Roughness", 0.45),
+                            ("Subsurface Weight", 0.3), ("Sheen Weight", 0.3)):
+            if name in principled.inputs:
+                principled.inputs[name].default_value = value
+    material.diffuse_color = (0.90, 0.93, 0.97, 1.0)
+    return material
+
+
+def ensure_image(snow_dir: str, first_frame: int):
+    """The image sequence of the depth files. ``snow_dir``: the folder as the .blend should
+    store it (``//``-relative when the cache folder is)."""
+    path = snow_dir.rstrip("/\\") + "/" + depth_file_name(first_frame)
+    image = bpy.data.images.get(IMAGE_NAME)
+    if image is None:
+        image = bpy.data.images.new(IMAGE_NAME, 1, 1, float_buffer=True)
+    image.source = "FILE"
+    image.filepath = path
+    image.source = "SEQUENCE"
+    image.colorspace_settings.name = "Non-Color"
+    image.reload()
+    return image
+
+
+def ensure_surface(scene, snow_dir: str, grid, units_per_metre: float, first_frame: int,
+                   last_frame: int):
+    """The snow surface object (created, or updated for a new bake). ``grid``: the engine's
+    HeightmapGrid (metres)."""
+    obj = bpy.data.objects.get(OBJECT_NAME)
+    if obj is None:
+        obj = bpy.data.objects.new(OBJECT_NAME, bpy.data.meshes.new(OBJECT_NAME))
+    if obj.name not in scene.collection.all_objects:
+        scene.collection.objects.link(obj)
+    obj.matrix_world.identity()
+    modifier = obj.modifiers.get(NODE_GROUP_NAME) or obj.modifiers.new(NODE_GROUP_NAME, "NODES")
+    modifier.node_group = ensure_node_group()
+    image = ensure_image(snow_dir, first_frame)
+    group = modifier.node_group
+    values = {"Image": image, "Origin": [grid.x0 * units_per_metre, grid.y0 * units_per_metre, 0.0],
+              "Size": [(grid.nx - 1) * grid.spacing * units_per_metre,
+                       (grid.ny - 1) * grid.spacing * units_per_metre, 0.0],
+              "Columns": int(grid.nx), "Rows": int(grid.ny),
+              "Units per Metre": float(units_per_metre), "Material": ensure_material()}
+    for name, value in values.items():
+        modifier[snow_output._input_identifier(group, name)] = value
+    set_range(obj, first_frame, last_frame)
+    return obj
+
+
+def set_range(obj, first: int, last: int) -> None:
+    modifier = obj.modifiers[NODE_GROUP_NAME]
+    group = modifier.node_group
+    modifier[snow_output._input_identifier(group, "First Frame")] = float(first)
+    modifier[snow_output._input_identifier(group, "Last Frame")] = float(last)
+    obj.update_tag()
+
+
+def free_surface() -> None:
+    obj = bpy.data.objects.get(OBJECT_NAME)
+    if obj is not None:
+        mesh = obj.data
+        bpy.data.objects.remove(obj)
+        if mesh is not None and mesh.users == 0:
+            bpy.data.meshes.remove(mesh)
+    image = bpy.data.images.get(IMAGE_NAME)
+    if image is not None:
+        bpy.data.images.remove(image)
+
+
+def evaluated_surface(depsgraph):
+    """(positions (N,3) scene units, snow_depth (N,) m) of the evaluated snow surface."""
+    import numpy as np
+
+    obj = bpy.data.objects[OBJECT_NAME].evaluated_get(depsgraph)
+    mesh = obj.to_mesh()
+    try:
+        count = len(mesh.vertices)
+        positions = np.empty(count * 3, np.float32)
+        mesh.vertices.foreach_get("co", positions)
+        depth = np.zeros(count, np.float32)
+        attribute = mesh.attributes.get(DEPTH_ATTRIBUTE)
+        if attribute is not None and count:
+            attribute.data.foreach_get("value", depth)
+    finally:
+        obj.to_mesh_clear()
+    return positions.reshape(-1, 3), depth
+
+
+def snow_folder_for_blend(cache_folder: str, scene, snow_dir_name: str = "snow") -> str:
+    """The snow folder as the .blend stores it: ``//``-relative when the cache folder is."""
+    raw = cache_folder.strip()
+    scene_dir = bpy.path.clean_name(scene.name)
+    if raw.startswith("//"):
+        return raw.rstrip("/\\") + "/" + scene_dir + "/" + snow_dir_name + "/"
+    return os.path.join(os.path.normpath(bpy.path.abspath(raw)), scene_dir, snow_dir_name) + os.sep
