@@ -50,10 +50,12 @@ def disk_write_speed(folder: str, total: int = 256 << 20, chunk: int = 8 << 20) 
     return total / seconds
 
 
-def bake(scene_name: str, flakes: int, frames: int, backend: str, folder: str) -> dict:
+def bake(scene_name: str, flakes: int, frames: int, backend: str, folder: str,
+         snow: str = "surface") -> dict:
     import bpy
 
     import snowfall
+    from snowfall.operators import bake as bake_module
     from snowfall.operators.bake import BakeJob
     from snowfall.sample_scenes.build import build
 
@@ -63,6 +65,7 @@ def bake(scene_name: str, flakes: int, frames: int, backend: str, folder: str) -
     scene = bpy.context.scene
     scene.snowfall.backend = backend
     scene.snowfall.cache_folder = folder
+    bake_module.VERTEX_SNOW_FRAMES = snow == "vertex"
     job = BakeJob(bpy.context)
     sim = job.sim
     simulate = {"seconds": 0.0}
@@ -85,7 +88,7 @@ def bake(scene_name: str, flakes: int, frames: int, backend: str, folder: str) -
     snow_bytes = sum(v[0] for v in record.snow.values())
     count = sim.settings.flake_count
     flake_frames = frames_written * count
-    return {"scene": scene_name, "flakes": count, "frames": frames_written,
+    return {"scene": scene_name, "flakes": count, "frames": frames_written, "snow": snow,
             "backend": sim.backend.name, "wall_s": wall,
             "simulation_s": simulate["seconds"], "output_s": job.output_seconds,
             "final_flush_s": job.flush_seconds,
@@ -105,12 +108,14 @@ def main(argv=None) -> int:
     parser.add_argument("--flakes", type=int, default=100_000)
     parser.add_argument("--frames", type=int, default=24)
     parser.add_argument("--backend", default="cpu", choices=("auto", "cpu", "gpu", "numpy"))
+    parser.add_argument("--snow", default="surface", choices=("surface", "vertex"),
+                        help="snow shown by the OpenEXR surface, or per-frame vertex attributes")
     parser.add_argument("--folder", help="cache folder (default: a temporary one)")
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args(argv)
     folder = args.folder or tempfile.mkdtemp(prefix="snowfall_bake_output_")
     try:
-        result = bake(args.scene, args.flakes, args.frames, args.backend, folder)
+        result = bake(args.scene, args.flakes, args.frames, args.backend, folder, args.snow)
         speed = disk_write_speed(folder)
     finally:
         if not args.folder:
@@ -120,7 +125,7 @@ def main(argv=None) -> int:
     result["disk_ns_per_flake_frame_uncompressed"] = UNCOMPRESSED_BYTES_PER_FLAKE / speed * 1e9
     result["cpus"] = os.cpu_count()
     print(f"bake_output: {result['scene']}, {result['flakes']:,} flakes x {result['frames']} "
-          f"frames on {result['backend']} ({result['cpus']} CPUs)")
+          f"frames on {result['backend']} ({result['cpus']} CPUs), snow as {result['snow']}")
     print(f"  wall {result['wall_s']:.2f} s: simulation {result['simulation_s']:.2f} s "
           f"({result['simulation_ns_per_flake_frame']:.0f} ns/flake-frame), output on the bake "
           f"thread {result['output_s']:.2f} s ({result['output_ns_per_flake_frame']:.1f} "
