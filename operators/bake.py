@@ -129,7 +129,8 @@ class BakeJob:
     """One bake (or resume) of ``context.scene``. Construction validates and raises
     SnowInputError before anything in the file or on disk changes."""
 
-    def __init__(self, context, resume: bool = False, backend: str | None = None):
+    def __init__(self, context, resume: bool = False, backend: str | None = None,
+                 camera_only: bool = False, camera_margin: float = 0.1):
         from ..snow_addon.simulation import Simulation
 
         scene = context.scene
@@ -146,6 +147,9 @@ class BakeJob:
                                  "making them single users (Object > Relations > Make Single User)")
         cache_root = resolve_cache_folder(props)
         self.frame_start, self.frame_end = scene.frame_start, scene.frame_end
+        # Write only the flakes the scene camera sees (plus a margin); all are simulated.
+        self.view = particle_output.camera_view(scene, margin=camera_margin) \
+            if camera_only and not resume else None
         self.substeps = int(props.substeps)
         settings = to_snow_settings(props, scene, self.frame_start, self.frame_end)
         terrain = read_terrain(context, objects)
@@ -223,8 +227,10 @@ class BakeJob:
         self._checkpoint_frame = self.frame if resume else None
         self.checkpoint_seconds = checkpoint_seconds()
         if resume:
-            self._pending = (self.frame, self.sim.flake_positions() / np.float32(self.scale),
-                             self.sim.flake_velocities() * self._velocity_scale)
+            positions = self.sim.flake_positions() / np.float32(self.scale)
+            self._pending = (self.frame, positions,
+                             self.sim.flake_velocities() * self._velocity_scale,
+                             self._visible(positions))
         else:
             self._write_frame(self.frame_start, first=True)
 
@@ -241,6 +247,7 @@ class BakeJob:
                 "terrain_sha256": self.terrain_digest, "blender": list(bpy.app.version),
                 "flakes": {"count": self.settings.flake_count, "file": particle_output.CACHE_NAME,
                            "compression": self.compression, "velocity_step": self.velocity_step,
+                           "camera_view": self.view,
                            "subframe_error": particle_output.SUBFRAME_ERROR},
                 "snow": {"format": "exr", "vertex_frames": self.vertex_frames,
                          "x0": grid.x0, "y0": grid.y0,
@@ -294,6 +301,7 @@ class BakeJob:
         self.frame = point.frame
         self.folder.remove_temporaries()
         self.compression = int(meta["flakes"]["compression"])
+        self.view = meta["flakes"].get("camera_view")
         self.velocity_step = meta["flakes"]["velocity_step"]
         record = point.progress
         record.flakes = {f: v for f, v in record.flakes.items() if f < point.frame}
@@ -439,7 +447,20 @@ class BakeJob:
         return {key: np.array(value, copy=True) for key, value in self.sim.state_dict().items()}
 
     # --- the writer thread's side (no bpy here) -----------------------------------------------
-    def _write_flakes(self, frame: int, positions, velocities, births) -> None:
+    def _visible(self, positions):
+        """Which flakes the written frame shows (None: all)."""
+        return None if self.view is None else particle_output.in_camera_view(positions,
+                                                                             self.view)
+
+    def _write_flakes(self, frame: int, positions, velocities, births, visible=None) -> None:
+        if visible is not None and not visible.all():
+            # Culled flakes: unborn in this frame's record (Blender draws nothing), and
+            # parked at the origin with no velocity (constant bytes: they compress away).
+            hidden = ~visible
+            positions, velocities = positions.copy(), velocities.copy()
+            positions[hidden] = 0.0
+            velocities[hidden] = 0.0
+            births[hidden] = particle_output.NEVER_FRAME
         name = os.path.basename(particle_output_frame_name(frame))
         chunks = particle_output.encode_flake_frame(positions, velocities, births,
                                                     self.compression, self.velocity_step)
@@ -449,17 +470,22 @@ class BakeJob:
     def _store_frame(self, frame, positions, velocities, respawned, depth, state,
                      fingerprint) -> None:
         folder, record = self.folder, self.record
+        visible = self._visible(positions)
         if self._pending is not None:
-            previous, old_positions, old_velocities = self._pending
+            previous, old_positions, old_velocities, old_visible = self._pending
             births = np.full(len(old_positions), particle_output.BIRTH_FRAME, np.float32)
             if previous == frame - 1:
+                # Hidden from f-1 until f (no streak under motion blur): flakes that respawn
+                # at f, and flakes that leave the camera's view at f.
                 births[respawned] = float(frame)
-            self._write_flakes(previous, old_positions, old_velocities, births)
+                if visible is not None:
+                    births[~visible] = float(frame)
+            self._write_flakes(previous, old_positions, old_velocities, births, old_visible)
         size, crc = bake_cache.write_atomic(folder.depth_path(frame),
                                             bake_cache.encode_depth(depth, self._ground))
         record.snow[frame] = [size, crc]
         record.complete = frame
-        self._pending = (frame, positions, velocities)
+        self._pending = (frame, positions, velocities, visible)
         self._commit(frame, state, fingerprint)
 
     def _commit(self, frame: int, state, fingerprint: str) -> None:
@@ -482,9 +508,10 @@ class BakeJob:
         """Write the newest frame's flakes (nothing follows it to mark respawns)."""
         if self._pending is None:
             return
-        frame, positions, velocities = self._pending
+        frame, positions, velocities, visible = self._pending
         self._write_flakes(frame, positions, velocities,
-                           np.full(len(positions), particle_output.BIRTH_FRAME, np.float32))
+                           np.full(len(positions), particle_output.BIRTH_FRAME, np.float32),
+                           visible)
         bake_cache.write_json_atomic(self.folder.progress_path, self.record.to_json())
         self._pending = None
 
@@ -621,7 +648,9 @@ class _BakeBase:
 
     def _start(self, context):
         try:
-            return BakeJob(context, resume=self.resume)
+            return BakeJob(context, resume=self.resume,
+                           camera_only=bool(getattr(self, "camera_only", False)),
+                           camera_margin=float(getattr(self, "camera_margin", 0.1)))
         except SnowInputError as error:
             self.report({"ERROR"}, str(error))
             return None
@@ -711,6 +740,15 @@ class SNOWFALL_OT_bake(_BakeBase, bpy.types.Operator):
 
     bl_idname = "snowfall.bake"
     bl_label = "Bake Snowfall"
+
+    camera_only: bpy.props.BoolProperty(
+        name="Only Flakes in Camera View",
+        description="Write only the flakes the scene camera sees (plus a margin); every "
+                    "flake is still simulated. Uses the camera as it is when the bake starts",
+        default=False)
+    camera_margin: bpy.props.FloatProperty(
+        name="Camera Margin", description="Extra view kept on each side, as a share of the "
+        "view's width and height", default=0.1, min=0.0, max=10.0)
 
 
 class SNOWFALL_OT_resume(_BakeBase, bpy.types.Operator):

@@ -348,6 +348,51 @@ def encode_flake_frame(positions, velocities, births, compression: int,
          ptcache_format.BPHYS_DATA_TIMES: times}, count, compression)
 
 
+# --------------------------------------------------------------------------------------------
+# writing only the flakes the camera sees
+
+def camera_view(scene, camera=None, margin: float = 0.1) -> dict:
+    """The camera's view as plain numbers (json-able, for bake.json and the writer thread):
+    world-to-camera matrix, whether it is perspective, and the view's bounds (x/-z and y/-z
+    for perspective, x and y for orthographic) widened by ``margin`` times its width and
+    height on every side. Raises SnowInputError when the scene has no camera."""
+    camera = camera or scene.camera
+    if camera is None or camera.type != 'CAMERA':
+        raise SnowInputError("camera", "the scene has no camera to cull the flakes to",
+                             "setting the scene camera, or writing every flake")
+    if not (0.0 <= margin <= 10.0):
+        raise SnowInputError("camera_margin", f"must lie in [0, 10], got {margin!r}", "0.1")
+    corners = [tuple(c) for c in camera.data.view_frame(scene=scene)]
+    perspective = camera.data.type != 'ORTHO'
+    if perspective:
+        xs = [c[0] / -c[2] for c in corners]
+        ys = [c[1] / -c[2] for c in corners]
+    else:
+        xs = [c[0] for c in corners]
+        ys = [c[1] for c in corners]
+    width, height = max(xs) - min(xs), max(ys) - min(ys)
+    return {"matrix": [list(row) for row in camera.matrix_world.inverted()],
+            "perspective": perspective,
+            "bounds": [min(xs) - margin * width, max(xs) + margin * width,
+                       min(ys) - margin * height, max(ys) + margin * height],
+            "camera": camera.name, "margin": margin}
+
+
+def in_camera_view(positions, view: dict) -> np.ndarray:
+    """(N,) bool: which positions (N,3), scene units, lie in ``view`` (camera_view)."""
+    matrix = np.asarray(view["matrix"], dtype=np.float64)
+    local = positions @ matrix[:3, :3].T.astype(np.float32) + matrix[:3, 3].astype(np.float32)
+    x, y, z = local[:, 0], local[:, 1], local[:, 2]
+    xmin, xmax, ymin, ymax = view["bounds"]
+    if view["perspective"]:
+        depth = np.maximum(-z, np.float32(1e-6))
+        x, y = x / depth, y / depth
+        ahead = z < 0.0
+    else:
+        ahead = np.ones(len(positions), bool)
+    return ahead & (x >= xmin) & (x <= xmax) & (y >= ymin) & (y <= ymax)
+
+
 def ensure_info_file(emitter, count: int) -> None:
     """Blender's frame-0 info file: the particle count and every particle's times."""
     path = frame_path(emitter, 0)

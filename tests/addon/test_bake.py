@@ -243,3 +243,49 @@ def test_bad_bake_input_is_reported_and_changes_nothing(addon, tools, tmp_path, 
         bpy.ops.snowfall.bake()
     assert _bake_snapshot(terrain) == before
     assert sorted(os.listdir(tmp_path)) == files_before
+
+
+def test_camera_only_writes_the_flakes_in_view(addon, tools, tmp_path):
+    """With camera_only, a frame file holds exact positions for the flakes in the camera's
+    view (plus the margin) and hides the rest (unborn); every flake is still simulated,
+    so the shown ones equal a full bake's, and the files shrink."""
+    scene = addon
+    tools.small_settings(scene, tmp_path / "full", frames=4)
+    terrain = tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+    scene.collection.objects.link(cam)
+    cam.data.type = "ORTHO"
+    cam.data.ortho_scale = 4.0                       # a 4 x 4 m window of the 10 x 8 terrain
+    scene.render.resolution_x = scene.render.resolution_y = 100
+    cam.location = (3.0, 3.0, 10.0)
+    scene.camera = cam
+    bpy.context.view_layer.update()
+    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    full = _flakes(scene, range(1, 5))
+    full_sizes = [os.path.getsize(particle_output.frame_path(scene.snowfall.flake_emitter, f))
+                  for f in range(1, 5)]
+    bpy.ops.snowfall.free()
+
+    scene.snowfall.cache_folder = str(tmp_path / "culled")
+    assert bpy.ops.snowfall.bake(camera_only=True, camera_margin=0.0) == {"FINISHED"}
+    emitter = scene.snowfall.flake_emitter
+
+    def inside(frame):
+        flakes = full[frame]
+        return (np.abs(flakes[:, 0] - 3.0) <= 2.0) & (np.abs(flakes[:, 1] - 3.0) <= 2.0)
+
+    for frame in range(1, 5):
+        positions, _, alive = particle_output.evaluate_flakes(emitter, frame)
+        np.testing.assert_array_equal(positions[alive], full[frame][alive])
+        assert inside(frame)[alive].all()            # nothing outside the view is drawn
+        # Flakes in view now and next frame are drawn (a flake leaving the view, or
+        # respawning, next frame is hidden from this frame on: no streak).
+        staying = inside(frame) & (inside(frame + 1) if frame < 4 else True)
+        assert alive[staying].mean() > 0.95, alive[staying].mean()
+        assert 0 < alive.sum() < 0.5 * len(alive)
+        size = os.path.getsize(particle_output.frame_path(emitter, frame))
+        assert size < 0.6 * full_sizes[frame - 1]
+    with pytest.raises(RuntimeError, match="no camera"):
+        scene.camera = None
+        bpy.ops.snowfall.bake(camera_only=True)
