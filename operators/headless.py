@@ -4,6 +4,7 @@ With the bpy module (``pip install bpy`` plus this package)::
 
     python -m snowfall.operators.headless scene.blend [--output baked.blend]
         [--frame-start N] [--frame-end M] [--backend auto|gpu|cpu|numpy] [--resume]
+        [--camera-only [--camera-margin 0.1]]
 
 With a Blender binary that has the extension installed and enabled::
 
@@ -24,7 +25,8 @@ import time
 
 def bake_file(path: str, output: str | None = None, frame_start: int | None = None,
               frame_end: int | None = None, backend: str | None = None,
-              resume: bool = False, scene_name: str | None = None, log=print) -> int:
+              resume: bool = False, scene_name: str | None = None, log=print,
+              camera_only: bool = False, camera_margin: float = 0.1) -> int:
     """Open ``path``, bake (or resume) its Snowfall scene, save. Returns the last baked
     frame. Raises SnowInputError for bad input (before the file is changed)."""
     import bpy
@@ -49,7 +51,8 @@ def bake_file(path: str, output: str | None = None, frame_start: int | None = No
         if context.scene != scene:
             raise SnowInputError("scene", f"'{scene.name}' is not the active scene",
                                  "make it the active scene before saving the file")
-        job = BakeJob(context, resume=resume, backend=backend)
+        job = BakeJob(context, resume=resume, backend=backend, camera_only=camera_only,
+                      camera_margin=camera_margin)
         _RUNNING[scene.as_pointer()] = job
         log(f"snowfall: baking '{scene.name}' frames {job.frame}-{job.frame_end} on "
             f"{job.sim.backend.describe()}")
@@ -83,10 +86,15 @@ def main(argv=None) -> int:
     parser.add_argument("--resume", action="store_true",
                         help="continue a stopped bake instead of baking from the start")
     parser.add_argument("--scene", help="scene name (default: the file's active scene)")
+    parser.add_argument("--camera-only", action="store_true",
+                        help="write only the flakes the scene camera sees (all are simulated)")
+    parser.add_argument("--camera-margin", type=float, default=0.1,
+                        help="extra view kept on each side, as a share of its size (0.1)")
     args = parser.parse_args(argv)
     try:
         bake_file(args.blend, args.output, args.frame_start, args.frame_end, args.backend,
-                  args.resume, args.scene)
+                  args.resume, args.scene, camera_only=args.camera_only,
+                  camera_margin=args.camera_margin)
     except SnowInputError as error:
         print(f"snowfall: {error}", file=sys.stderr)
         return 2
