@@ -10,7 +10,12 @@ the standalone package ``snowfall``.
 
 
 def register():
-    from . import operators, panels, properties  # bpy is imported only here, inside Blender
+    # bpy is imported only here, inside Blender. An unsupported Blender stops here with a
+    # readable message (UnsupportedBlenderError), before anything is registered.
+    from .blender_compat import check_version
+
+    check_version()
+    from . import operators, panels, properties
 
     properties.register()
     operators.register()

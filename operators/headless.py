@@ -102,4 +102,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ..blender_compat import exit_process   # a plain exit crashes the 4.2/4.5 bpy module
+
+    exit_process(main())

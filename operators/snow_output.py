@@ -15,6 +15,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
+from ..blender_compat import node_tree, set_modifier_input
 from .scene_io import SNOW_MODIFIER_NAME
 
 NODE_GROUP_NAME = "Snowfall Snow"
@@ -103,9 +104,8 @@ def ensure_snow_material() -> bpy.types.Material:
     if material is not None:
         return material
     material = bpy.data.materials.new(MATERIAL_NAME)
-    if material.node_tree is None:   # Blender 5.0 materials always have a node tree
-        material.use_nodes = True
-    nodes, links = material.node_tree.nodes, material.node_tree.links
+    tree = node_tree(material)
+    nodes, links = tree.nodes, tree.links
     nodes.clear()
     output = nodes.new("ShaderNodeOutputMaterial")
     bsdf = nodes.new("ShaderNodeBsdfPrincipled")
@@ -158,16 +158,17 @@ def ensure_snow_modifier(obj, metres_per_unit: float):
     # A world offset (0, 0, d) is M3^-1 (0, 0, d) in object space; d metres = d / scale units.
     inverse = np.linalg.inv(np.array(obj.matrix_world, dtype=np.float64)[:3, :3])
     up = inverse @ np.array([0.0, 0.0, 1.0 / metres_per_unit])
-    modifier[_input_identifier(group, "Offset per Metre")] = [float(x) for x in up]
-    modifier[_input_identifier(group, "Material")] = ensure_snow_material()
+    set_modifier_input(modifier, _input_identifier(group, "Offset per Metre"),
+                       [float(x) for x in up])
+    set_modifier_input(modifier, _input_identifier(group, "Material"), ensure_snow_material())
     return modifier
 
 
 def set_baked_range(obj, first: int, last: int) -> None:
     modifier = snow_modifier(obj)
     group = modifier.node_group
-    modifier[_input_identifier(group, "First Frame")] = float(first)
-    modifier[_input_identifier(group, "Last Frame")] = float(last)
+    set_modifier_input(modifier, _input_identifier(group, "First Frame"), float(first))
+    set_modifier_input(modifier, _input_identifier(group, "Last Frame"), float(last))
     obj.data.update()
 
 

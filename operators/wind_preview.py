@@ -15,6 +15,7 @@ import bpy
 import numpy as np
 from bpy.props import EnumProperty, FloatProperty, IntProperty
 
+from ..blender_compat import node_tree
 from ..properties import terrain_objects, to_snow_settings, unit_scale
 from ..panels.wind_overlay import WindOverlay
 from ..snow_addon.errors import SnowInputError
@@ -235,9 +236,7 @@ def speed_material(speed_max: float, name: str = SPEED_MATERIAL):
     """A material colouring by the ``speed`` attribute on the overlay's colour scale
     (0 .. ``speed_max`` m/s), slightly emissive so thin lines read in renders."""
     material = bpy.data.materials.new(name)
-    if material.node_tree is None:  # before Blender 5.0 new materials had no nodes
-        material.use_nodes = True
-    tree = material.node_tree
+    tree = node_tree(material)
     nodes, links = tree.nodes, tree.links
     principled = next(n for n in nodes if n.type == "BSDF_PRINCIPLED")
     attribute = nodes.new("ShaderNodeAttribute")

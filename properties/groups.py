@@ -17,6 +17,7 @@ import bpy
 from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty,
                        IntProperty, PointerProperty, StringProperty)
 
+from ..blender_compat import PATH_OPTIONS
 from ..snow_addon.backend import BACKEND_CHOICES
 from ..snow_addon.settings import SnowSettings
 
@@ -153,7 +154,7 @@ class SnowfallSettings(bpy.types.PropertyGroup):
                ("sor5", "5 SOR sweeps", "The papers' fixed five SOR sweeps (for comparison)")])
     cache_folder: StringProperty(
         name="Cache Folder", default=DEFAULT_CACHE_FOLDER, subtype="DIR_PATH",
-        options={"PATH_SUPPORTS_BLEND_RELATIVE"},
+        options=PATH_OPTIONS,
         description="Folder for the resume state of a bake ('//' = beside the .blend file)")
 
     # --- results of the last bake (data, not a running state) ---------------------------------

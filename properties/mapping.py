@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ..blender_compat import action_fcurves
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.settings import SnowSettings
 
@@ -31,24 +32,9 @@ def frames_per_second(scene) -> float:
 
 
 def _fcurve(scene, data_path):
-    """The F-curve animating ``scene.<data_path>``, or None (Blender 4.4+ slotted actions,
-    with the pre-4.4 ``action.fcurves`` as fallback)."""
-    anim = scene.animation_data
-    if anim is None or anim.action is None:
-        return None
-    action = anim.action
-    fcurves = None
-    slot = getattr(anim, "action_slot", None)
-    if slot is not None:
-        from bpy_extras import anim_utils
-
-        bag = anim_utils.action_get_channelbag_for_slot(action, slot)
-        fcurves = bag.fcurves if bag is not None else None
-    elif hasattr(action, "fcurves"):
-        fcurves = action.fcurves
-    if fcurves is None:
-        return None
-    return fcurves.find(data_path)
+    """The F-curve animating ``scene.<data_path>``, or None."""
+    fcurves = action_fcurves(scene.animation_data)
+    return fcurves.find(data_path) if fcurves is not None else None
 
 
 def sample_property(scene, name: str, frame: float) -> float:

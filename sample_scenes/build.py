@@ -9,6 +9,7 @@ import bpy
 import numpy as np
 from mathutils import Vector
 
+from ..blender_compat import node_tree
 from ..snow_addon import scenes
 
 
@@ -56,9 +57,7 @@ def _camera_and_light(centre, distance, height, heading_deg, lens=35.0):
     scene.collection.objects.link(sun)
     sun.rotation_euler = (math.radians(50.0), 0.0, math.radians(heading_deg - 60.0))
     world = bpy.data.worlds.new("Sky")
-    if world.node_tree is None:   # Blender 5.0 worlds always have a node tree
-        world.use_nodes = True
-    background = world.node_tree.nodes["Background"]
+    background = node_tree(world).nodes["Background"]
     background.inputs["Color"].default_value = (0.55, 0.65, 0.8, 1.0)
     background.inputs["Strength"].default_value = 0.6
     scene.world = world

@@ -11,6 +11,16 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 import snowfall  # noqa: E402  (after the bpy skip)
+from snowfall import blender_compat  # noqa: E402
+
+# The bpy module of Blender 4.2/4.5 dies at exit once the add-on has registered (see
+# blender_compat.EXIT_CRASHES): end pytest with its own status instead.
+_EXIT_STATUS = [0]
+blender_compat.guard_exit(lambda: _EXIT_STATUS[0])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _EXIT_STATUS[0] = int(exitstatus)
 
 
 @pytest.fixture
@@ -87,11 +97,28 @@ def world_vertices(obj):
     return coords @ matrix[:3, :3].T + matrix[:3, 3]
 
 
+#: Runs a test's code in the child and exits through blender_compat.exit_process (the bpy
+#: module of 4.2/4.5 would crash at a plain exit); the code's SystemExit status is kept.
+_CHILD = """
+import traceback
+from snowfall.blender_compat import exit_process
+try:
+    exec(compile({code!r}, "<test code>", "exec"), {{"__name__": "__main__"}})
+except SystemExit as error:
+    exit_process(error.code)
+except BaseException:
+    traceback.print_exc()
+    exit_process(1)
+exit_process(0)
+"""
+
+
 def run_python(code, timeout=600):
     """Run ``code`` in a fresh Python process (the same venv, the add-on not registered);
     returns its stdout. Fails the test with the process's output when it fails."""
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=timeout, env=dict(os.environ))
+    result = subprocess.run([sys.executable, "-c", _CHILD.format(code=code)],
+                            capture_output=True, text=True, timeout=timeout,
+                            env=dict(os.environ))
     if result.returncode != 0:
         pytest.fail(f"subprocess failed ({result.returncode}):\n{result.stdout[-3000:]}\n"
                     f"{result.stderr[-3000:]}")

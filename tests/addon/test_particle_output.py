@@ -12,6 +12,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
+from snowfall.blender_compat import node_tree  # noqa: E402
 from snowfall.operators import particle_output  # noqa: E402
 from snowfall.snow_addon.errors import SnowInputError  # noqa: E402
 
@@ -250,7 +251,7 @@ def _tiny_cycles_scene(scene, motion_blur):
     scene.collection.objects.link(camera)
     scene.camera = camera
     world = bpy.data.worlds.new("World")
-    background = next(n for n in world.node_tree.nodes if n.type == 'BACKGROUND')
+    background = next(n for n in node_tree(world).nodes if n.type == 'BACKGROUND')
     background.inputs["Strength"].default_value = 0.0
     scene.world = world
     light_data = bpy.data.lights.new("Sun", 'SUN')

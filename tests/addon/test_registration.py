@@ -80,3 +80,39 @@ def test_properties_depend_on_neither_operators_nor_panels():
                 tops = ({node.module.split(".")[0]} if node.module
                         else {alias.name for alias in node.names})
                 assert not tops & {"operators", "panels"}, (path.name, ast.dump(node))
+
+
+def test_manifest_admits_exactly_the_range_blender_compat_checks():
+    import tomllib
+    from pathlib import Path
+
+    from snowfall import blender_compat
+
+    manifest = tomllib.loads(
+        (Path(snowfall.__file__).parent / "blender_manifest.toml").read_text())
+
+    def version(text):
+        return tuple(int(part) for part in text.split("."))
+
+    assert version(manifest["blender_version_min"]) == blender_compat.VERSION_MIN
+    assert version(manifest["blender_version_max"]) == blender_compat.VERSION_MAX
+    assert blender_compat.unsupported_reason() is None          # this bpy is supported
+    assert bpy.app.version[:2] in {version(v) for v in blender_compat.TESTED}
+
+
+def test_unsupported_blender_is_refused_at_enable_time_with_a_message(factory_scene,
+                                                                         monkeypatch):
+    """register() on a Blender outside the range raises UnsupportedBlenderError naming the
+    supported releases and this one, and registers nothing."""
+    import pytest
+
+    from snowfall import blender_compat
+
+    for old_or_new in ((4, 1, 1), (5, 3, 0), (3, 6, 5)):
+        reason = blender_compat.unsupported_reason(old_or_new)
+        assert "4.2 to 5.2" in reason and ".".join(map(str, old_or_new)) in reason
+    monkeypatch.setattr(blender_compat, "unsupported_reason",
+                        lambda version=None: "Snowfall supports Blender 4.2 to 5.2; this is 9.9")
+    with pytest.raises(blender_compat.UnsupportedBlenderError, match="4.2 to 5.2"):
+        snowfall.register()
+    assert not any(_registered().values()) and not hasattr(bpy.types.Scene, "snowfall")

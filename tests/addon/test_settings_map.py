@@ -6,6 +6,7 @@ import math
 import bpy
 import pytest
 
+from snowfall.blender_compat import action_fcurves
 from snowfall.properties import to_snow_settings
 from snowfall.snow_addon.settings import SnowSettings
 
@@ -79,8 +80,7 @@ def test_keyframed_wind_is_sampled_per_frame(addon):
     props.keyframe_insert("wind_speed", frame=1)
     props.wind_speed = 14.0
     props.keyframe_insert("wind_speed", frame=25)
-    for point in scene.animation_data.action.layers[0].strips[0].channelbags[0].fcurves[0] \
-            .keyframe_points:
+    for point in action_fcurves(scene.animation_data)[0].keyframe_points:
         point.interpolation = "LINEAR"
     props.wind_direction = math.radians(45.0)
     settings = to_snow_settings(props, scene)
