@@ -120,6 +120,20 @@ def read_meta(folder: str):
     return meta
 
 
+def resume_available(scene) -> bool:
+    """Whether Resume has something to continue: the scene's cache folder holds a bake with
+    a finished frame short of the scene's end frame (whether or not the .blend was saved
+    after it). Cheap enough for a panel's draw (two file checks and a small json read)."""
+    try:
+        folder = BakeFolder(scene_cache_folder(resolve_cache_folder(scene.snowfall), scene))
+        record = folder.read_progress() if folder.exists() else None
+    except SnowInputError:
+        return False
+    if record is None:
+        return False
+    return record.frame < scene.frame_end or record.frame not in record.flakes
+
+
 def free_cache(folder: str) -> None:
     """Remove this add-on's files from a scene cache folder (and the folder when empty)."""
     BakeFolder(folder).free()

@@ -156,8 +156,9 @@ def test_resume_from_the_folder_alone_shows_the_same_surface(addon, tools, tmp_p
     job.cancel()
     bpy.ops.wm.open_mainfile(filepath=blend)       # the .blend never saw the bake
     scene = bpy.context.scene
-    assert not scene.snowfall.has_bake
+    assert not scene.snowfall.has_bake and bake_module.resume_available(scene)
     assert bpy.ops.snowfall.resume() == {"FINISHED"}
+    assert not bake_module.resume_available(scene)
     assert scene.snowfall.baked_frame_end == 5
     for frame, data in full_files.items():
         assert open(folder.depth_path(frame), "rb").read() == data
