@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 
@@ -78,4 +77,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ..blender_compat import exit_process   # a plain exit crashes the 4.2/4.5 bpy module
+
+    exit_process(main())
