@@ -22,6 +22,7 @@ import os
 
 import bpy
 
+from ..blender_compat import node_tree, set_modifier_input
 from . import snow_output
 
 OBJECT_NAME = "Snowfall Snow Surface"
@@ -164,8 +165,7 @@ def ensure_material():
     if material is not None:
         return material
     material = bpy.data.materials.new(MATERIAL_NAME)
-    if material.node_tree is None:
-        material.use_nodes = True
+    node_tree(material)
     principled = next((n for n in material.node_tree.nodes if n.type == "BSDF_PRINCIPLED"), None)
     if principled is not None:
         for name, value in (("Base Color", (0.90, 0.93, 0.97, 1.0)), ("Roughness", 0.45),
@@ -211,7 +211,7 @@ def ensure_surface(scene, snow_dir: str, grid, units_per_metre: float, first_fra
               "Columns": int(grid.nx), "Rows": int(grid.ny),
               "Units per Metre": float(units_per_metre), "Material": ensure_material()}
     for name, value in values.items():
-        modifier[snow_output._input_identifier(group, name)] = value
+        set_modifier_input(modifier, snow_output._input_identifier(group, name), value)
     set_range(obj, first_frame, last_frame)
     return obj
 
@@ -219,8 +219,8 @@ def ensure_surface(scene, snow_dir: str, grid, units_per_metre: float, first_fra
 def set_range(obj, first: int, last: int) -> None:
     modifier = obj.modifiers[NODE_GROUP_NAME]
     group = modifier.node_group
-    modifier[snow_output._input_identifier(group, "First Frame")] = float(first)
-    modifier[snow_output._input_identifier(group, "Last Frame")] = float(last)
+    set_modifier_input(modifier, snow_output._input_identifier(group, "First Frame"), float(first))
+    set_modifier_input(modifier, snow_output._input_identifier(group, "Last Frame"), float(last))
     obj.update_tag()
 
 
