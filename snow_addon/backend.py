@@ -278,16 +278,17 @@ def diagnose_gpu(probe: SystemProbe | None = None) -> GpuDiagnosis:
         count = probe.device_count(cupy)
     except Exception as exc:  # ImportError, CUDARuntimeError, OSError from a broken install
         text = f"{type(exc).__name__}: {exc}"
-        if old or "InsufficientDriver" in text:
-            if old:
-                return old_driver()
+        if not driver_found:
+            # the CUDA runtime reports a missing driver as cudaErrorInsufficientDriver too
+            return GpuDiagnosis(False, "no-driver",
+                                f"no NVIDIA driver found (CuPy: {text[:160]})", None, required)
+        if old:
+            return old_driver()
+        if "InsufficientDriver" in text:
             return GpuDiagnosis(False, "old-driver",
                                 f"NVIDIA driver too old for the GPU build's CUDA runtime "
                                 f"({text[:160]}); update the NVIDIA driver", driver_cuda,
                                 required)
-        if not driver_found:
-            return GpuDiagnosis(False, "no-driver",
-                                f"no NVIDIA driver found (CuPy: {text[:160]})", None, required)
         if "NoDevice" in text:
             return GpuDiagnosis(False, "no-device", "the NVIDIA driver sees no GPU",
                                 driver_cuda, required)

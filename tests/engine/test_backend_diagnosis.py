@@ -66,12 +66,18 @@ def test_no_driver_and_no_gpu_build():
 
 
 def test_no_driver_with_the_gpu_build():
-    error = ImportError("CuPy failed to load libcuda.so.1: cannot open shared object file")
-    probe = FakeProbe(driver=None, load_error=error)
+    """The GPU build installed where there is no driver: the CUDA runtime then says
+    cudaErrorInsufficientDriver (seen with the GPU zip in Blender 4.2 here), yet the cause
+    is the missing driver."""
+    error = CUDARuntimeError("cudaErrorInsufficientDriver: CUDA driver version is "
+                             "insufficient for CUDA runtime version")
+    probe = FakeProbe(driver=None, count_error=error)
     diagnosis = diagnose_gpu(probe)
     assert diagnosis.cause == "no-driver" and probe.loaded
     assert diagnosis.reason.startswith("no NVIDIA driver found")
-    assert "libcuda.so.1" in diagnosis.reason      # CuPy's own words come along
+    load_error = ImportError("CuPy failed to load libcuda.so.1: cannot open shared object")
+    diagnosis = diagnose_gpu(FakeProbe(driver=None, load_error=load_error))
+    assert diagnosis.cause == "no-driver" and "libcuda.so.1" in diagnosis.reason
 
 
 def test_driver_without_the_gpu_build():
