@@ -285,7 +285,8 @@ def test_camera_only_writes_the_flakes_in_view(addon, tools, tmp_path):
         assert alive[staying].mean() > 0.95, alive[staying].mean()
         assert 0 < alive.sum() < 0.5 * len(alive)
         size = os.path.getsize(particle_output.frame_path(emitter, frame))
-        assert size < 0.6 * full_sizes[frame - 1]
+        if particle_output.cache_compression():      # 4.2-4.5 files are uncompressed
+            assert size < 0.6 * full_sizes[frame - 1]
     with pytest.raises(RuntimeError, match="no camera"):
         scene.camera = None
         bpy.ops.snowfall.bake(camera_only=True)
