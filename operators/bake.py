@@ -246,7 +246,11 @@ class BakeJob:
                              self.sim.flake_velocities() * self._velocity_scale,
                              self._visible(positions))
         else:
-            self._write_frame(self.frame_start, first=True)
+            try:
+                self._write_frame(self.frame_start, first=True)
+            except BaseException:
+                self.writer.close()      # no thread left behind by a bake that never ran
+                raise
 
     def fingerprint(self, frame: int) -> str:
         return _fingerprint(self.settings, self.terrain_digest, self.frame_start, self.substeps,
