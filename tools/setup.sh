@@ -14,9 +14,10 @@ cd "$(dirname "$0")/.."
 
 DEFAULT_BLENDER=5.2
 BLENDER=${1:-$DEFAULT_BLENDER}
+# NUMPY: the NumPy that Blender release ships (bpy 4.2 on PyPI would take NumPy 2).
 case "$BLENDER" in
-    4.2|4.5|5.0) PY=3.11 ;;
-    5.1|5.2) PY=3.13 ;;
+    4.2|4.5|5.0) PY=3.11; NUMPY="numpy==1.26.*" ;;
+    5.1|5.2) PY=3.13; NUMPY="numpy>=2.2,<3" ;;
     *) echo "tools/setup.sh: unsupported Blender '$BLENDER' (supported: 4.2 4.5 5.0 5.1 5.2)" >&2
        exit 2 ;;
 esac
@@ -52,5 +53,5 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$(find_python)" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e ".[test]" "bpy==$BLENDER.*"
+"$VENV/bin/python" -m pip install -q -e ".[test]" "bpy==$BLENDER.*" "$NUMPY"
 echo "$VENV"
