@@ -100,16 +100,21 @@ class SnowCover:
     def estimate_bytes(settings, heightmap_grid: HeightmapGrid) -> int:
         return heightmap_grid.nx * heightmap_grid.ny * BYTES_PER_NODE
 
-    def step(self, dt) -> None:
+    def step(self, dt, transport=None) -> None:
         """Deposit this step's hits over their footprints (the same launch zeroes the spare
-        hit buffer, which then becomes ``hit_counts``), then one redistribution pass (the
-        fraction is per step, as in the theses; ``dt`` unused). ``hit_counts`` and
-        ``snow_depth`` are swapped buffers: read the attributes after each step."""
+        hit buffer, which then becomes ``hit_counts``), then ``transport()`` when given
+        (the wind-driven drift), then one redistribution pass (the fraction is per step, as
+        in the theses; ``dt`` unused), which also lays the drift's fresh deposits down to the
+        angle of repose. ``hit_counts`` and ``snow_depth`` are swapped buffers: read the
+        attributes after each step."""
         k = self.kernels
         with self.timer.stage("cover.deposit"):
             k.deposit_hits(self.hit_counts, self.deposit_scale, self.has_surface, self.snow_depth,
                            self.hit_total, self.spare_hit_counts)
             self.hit_counts, self.spare_hit_counts = self.spare_hit_counts, self.hit_counts
+        if transport is not None:
+            with self.timer.stage("cover.drift"):
+                transport()
         if self.settings.redistribution_fraction > 0.0:
             with self.timer.stage("cover.redistribute"):
                 self.redistribute()

@@ -309,3 +309,52 @@ def overhang_mesh(size: float = 10.0, ledge_height: float = 4.0, ledge_depth: fl
     return grid_mesh(np.broadcast_to(profile_x[None, :], shape),
                      np.broadcast_to(y[:, None], shape),
                      np.broadcast_to(profile_z[None, :], shape))
+
+
+def snow_fence(size_x: float = 60.0, size_y: float = 30.0, fence_height: float = 2.0,
+               fence_length: float = 20.0, thickness: float = 0.4, fence_x: float = -10.0,
+               resolution: int = 241) -> tuple[np.ndarray, np.ndarray]:
+    """A solid snow fence on flat ground: a plane of ``size_x`` x ``size_y`` m at z = 0,
+    centred on the origin, with a wall ``fence_height`` m high, ``thickness`` m thick and
+    ``fence_length`` m long across y, centred at x = ``fence_x`` (wind along +x leaves
+    most of the plane in its lee). ``resolution`` plane vertices along x."""
+    size_x = _positive("size_x", size_x, 60.0)
+    size_y = _positive("size_y", size_y, 30.0)
+    fence_height = _positive("fence_height", fence_height, 2.0)
+    fence_length = _positive("fence_length", fence_length, 20.0)
+    thickness = _positive("thickness", thickness, 0.4)
+    fence_x = _finite("fence_x", fence_x, -10.0)
+    resolution = _count("resolution", resolution, 2, 241)
+    if fence_length > size_y or abs(fence_x) + thickness >= 0.5 * size_x:
+        raise SnowInputError("fence_length", "the fence must stand inside the plane",
+                             f"fence_length <= {size_y:g} and |fence_x| < {0.5 * size_x:g}")
+    nx, ny = _grid_counts(size_x, size_y, resolution)
+    plane = grid_mesh(np.linspace(-0.5 * size_x, 0.5 * size_x, nx),
+                      np.linspace(-0.5 * size_y, 0.5 * size_y, ny), np.zeros((ny, nx)))
+    half_t, half_l = 0.5 * thickness, 0.5 * fence_length
+    wall = box_mesh((fence_x - half_t, -half_l, 0.0), (fence_x + half_t, half_l, fence_height),
+                    cell_size=size_x / (resolution - 1))
+    return merge_meshes(plane, wall)
+
+
+def ridge(size_x: float = 240.0, size_y: float = 120.0, height: float = 20.0,
+          half_width: float = 30.0, asymmetry: float = 0.0,
+          resolution: int = 241) -> tuple[np.ndarray, np.ndarray]:
+    """A 2D ridge across y: ``z = height / (1 + (x / half_width)^2)`` (a Witch of Agnesi,
+    m; half_width is the half-width at half height) on a ``size_x`` x ``size_y`` m plane
+    centred on the origin. ``asymmetry`` in [0, 1) steepens the lee (x > 0) side by that
+    fraction of its half-width, as wind-shaped ridges are."""
+    size_x = _positive("size_x", size_x, 240.0)
+    size_y = _positive("size_y", size_y, 120.0)
+    height = _positive("height", height, 20.0)
+    half_width = _positive("half_width", half_width, 30.0)
+    asymmetry = _finite("asymmetry", asymmetry, 0.0)
+    if not 0.0 <= asymmetry < 1.0:
+        raise SnowInputError("asymmetry", f"must be in [0, 1), got {asymmetry!r}", "0.0")
+    resolution = _count("resolution", resolution, 2, 241)
+    nx, ny = _grid_counts(size_x, size_y, resolution)
+    x = np.linspace(-0.5 * size_x, 0.5 * size_x, nx)
+    width = np.where(x > 0, half_width * (1.0 - asymmetry), half_width)
+    z = height / (1.0 + (x / width) ** 2)
+    return grid_mesh(x, np.linspace(-0.5 * size_y, 0.5 * size_y, ny),
+                     np.broadcast_to(z[None, :], (ny, nx)))

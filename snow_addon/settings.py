@@ -20,6 +20,7 @@ TERMINAL_SPEED_RANGE = {"wet": (0.5, 1.5), "dry": (1.0, 2.0)}
 SOR5_RELAXATION = (1.7, 1.5, 1.2, 1.1, 1.1)
 
 PRESSURE_SOLVERS = ("mgpcg", "sor5")
+ADVECTION_SCHEMES = ("maccormack", "semi_lagrangian")
 SNOW_TYPES = ("dry", "wet")
 
 
@@ -75,6 +76,14 @@ class SnowSettings:
     pressure_solver: str = "mgpcg"
     """"mgpcg" (multigrid-preconditioned CG to a relative tolerance) or "sor5" (the
     theses' fixed five red-black SOR sweeps, kept for comparison)."""
+    side_walls: bool = False
+    """Sides the wind (before gusts) runs parallel to are free-slip walls (True) or open
+    outflow sides at p = 0 (False). Walls suit an obstacle that spans the domain (a 2D
+    ridge or fence); open sides never trap an inflow in a pocket closed off by snow."""
+    advection: str = "maccormack"
+    """Wind self-advection: "maccormack" (semi-Lagrangian plus a clamped MacCormack
+    correction; keeps the speed-up over crests) or "semi_lagrangian" (first order, the
+    theses' scheme; its numerical viscosity grows a slow layer over terrain)."""
     pressure_tolerance: float = 1e-4
     """Relative residual ||b - A p|| / ||b|| at which the pressure solve stops."""
     pressure_max_iterations: int = 100
@@ -98,6 +107,19 @@ class SnowSettings:
     """Snow thinner than this (m) stays put."""
     redistribution_fraction: float = 0.2
     """Fraction of the unstable snow moved per step and neighbour pair, in (0, 0.25]."""
+
+    # --- drift (wind-driven transport) ----------------------------------------------
+    drift_enabled: bool = True
+    """Saltation moves snow along the near-surface wind: scoured crests and windward
+    slopes, drifts in the lee (docs/drift.md)."""
+    drift_threshold: float | None = None
+    """Threshold friction velocity u*_t (m/s) above which snow moves. None: by snow type,
+    0.32 dry, 0.41 wet (Li and Pomeroy 1997)."""
+    drift_strength: float = 1.0
+    """Multiplier on the saltation flux (1 = Pomeroy and Gray 1990 at the bake's
+    time-lapse; 0 = no drift)."""
+    roughness_length: float = 5e-4
+    """Aerodynamic roughness length z0 of the snow surface (m), 1e-4 to 1e-3 for snow."""
 
     # --- stepping --------------------------------------------------------------------
     time_step: float = 1.0 / 24.0
@@ -172,6 +194,12 @@ class SnowSettings:
         if self.pressure_solver not in PRESSURE_SOLVERS:
             raise SnowInputError("pressure_solver", f"unknown solver {self.pressure_solver!r}",
                                  " or ".join(repr(s) for s in PRESSURE_SOLVERS))
+        if not isinstance(self.side_walls, bool):
+            raise SnowInputError("side_walls", f"must be True or False, got {self.side_walls!r}",
+                                 "False")
+        if self.advection not in ADVECTION_SCHEMES:
+            raise SnowInputError("advection", f"unknown scheme {self.advection!r}",
+                                 " or ".join(repr(s) for s in ADVECTION_SCHEMES))
         finite("pressure_tolerance", 1e-4, 0.0, 0.5, low_open=True)
         positive_int("pressure_max_iterations", 100)
         positive_int("obstacle_refresh_steps", 24)
@@ -184,6 +212,12 @@ class SnowSettings:
         finite("angle_of_repose", 38.0, 0.0, 89.0, low_open=True)
         finite("redistribution_min_depth", 0.0, 0.0)
         finite("redistribution_fraction", 0.2, 0.0, 0.25)
+        if not isinstance(self.drift_enabled, bool):
+            raise SnowInputError("drift_enabled", f"must be True or False, got "
+                                 f"{self.drift_enabled!r}", "True")
+        finite("drift_threshold", "None (by snow type) or 0.32", 0.0, 5.0, allow_none=True)
+        finite("drift_strength", 1.0, 0.0, 1000.0)
+        finite("roughness_length", 5e-4, 0.0, low_open=True)
         finite("time_step", 1.0 / 24.0, 0.0, 10.0, low_open=True)
         finite("gravity", GRAVITY, 0.0, low_open=True)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (0 <= self.seed < 2**32):

@@ -2,7 +2,8 @@
 read its state. Composes the wind solver, the flakes and the snow cover; knows no bpy.
 
 Per step: wind (advect, solve, project) -> flakes (sample, integrate, collide, count hits,
-respawn) -> cover (deposit the hits, redistribute); every ``obstacle_refresh_steps`` steps
+respawn) -> cover (deposit the hits, drift along the surface wind, redistribute); every
+``obstacle_refresh_steps`` steps
 the solid-cell mask is rebuilt from terrain + snow.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from .backend import Backend, StageTimer, select_backend
 from .cover import SnowCover
+from .drift import SnowDrift, check_roughness
 from .errors import SnowInputError, SnowMemoryError
 from .flakes import FlakeSystem
 from .grid import WindGrid
@@ -39,6 +41,9 @@ class StepDiagnostics:
     hits: int = 0
     deposited_volume: float = 0.0
     snow_volume: float = 0.0
+    drifted_out_volume: float = 0.0
+    """m^3 the drift carried out through the grid's edge (net of what blew in); the books
+    balance as deposited_volume == snow_volume + drifted_out_volume."""
 
 
 @dataclass
@@ -83,7 +88,8 @@ def plan_memory(settings: SnowSettings, heightmap_grid, grid: WindGrid, backend:
     return MemoryPlan(
         wind=WindSolver.estimate_bytes(settings, grid),
         flakes=FlakeSystem.estimate_bytes(settings) if flakes else 0,
-        cover=SnowCover.estimate_bytes(settings, heightmap_grid),
+        cover=SnowCover.estimate_bytes(settings, heightmap_grid)
+        + (SnowDrift.estimate_bytes(heightmap_grid, grid) if settings.drift_enabled else 0),
         available=backend.memory_available(),
     )
 
@@ -127,6 +133,8 @@ class Simulation:
             backend_name="numpy" if self.backend.name == "numpy" else "cpu")
         self.grid = WindGrid.for_terrain(self.heightmap.grid, self.heightmap.z_min,
                                          self.heightmap.z_max, settings)
+        if settings.drift_enabled:
+            check_roughness(settings, self.grid.cell_size)
         self.memory_plan = plan_memory(settings, self.heightmap.grid, self.grid, self.backend,
                                        flakes)
         _raise_if_too_big(self.memory_plan, settings, self.grid, self.backend)
@@ -136,6 +144,9 @@ class Simulation:
         self.cover.timer = self.timer
         self.wind = WindSolver(settings, self.grid, self.backend)
         self.wind.update_obstacles(self.cover.height, self.cover.snow_depth, self.heightmap.grid)
+        self.drift: SnowDrift | None = None
+        if settings.drift_enabled and flakes:
+            self.drift = SnowDrift(settings, self.cover, self.grid, self.backend)
         self.flakes: FlakeSystem | None = None
         if flakes:
             self.flakes = FlakeSystem(settings, self.grid, self.heightmap.grid, self.backend)
@@ -164,7 +175,7 @@ class Simulation:
                     self.flakes.step(self.wind, self.cover.height, self.cover.snow_depth,
                                      self.cover.hit_counts, self.time, dt)
                 with timer.stage("cover"):
-                    self.cover.step(dt)
+                    self.cover.step(dt, None if self.drift is None else self._drift_step)
             self.step_index += 1
             self.time = self.step_index * dt
             if self.step_index % self.settings.obstacle_refresh_steps == 0:
@@ -173,12 +184,16 @@ class Simulation:
                                                self.heightmap.grid)
         return self.diagnostics
 
+    def _drift_step(self) -> None:
+        self.drift.step(self.wind, self.settings.time_step, self.time)
+
     @property
     def diagnostics(self) -> StepDiagnostics:
         """The last step's diagnostics (reads a few scalars from the device)."""
         hits = self.cover.hits() - int(self.backend.to_host(self._hit_total_before)[0])
+        exported = self.drift.exported_volume() if self.drift is not None else 0.0
         return StepDiagnostics(self.step_index, self.time, self._last_wind, hits,
-                               self.cover.deposited_volume(), self.cover.snow_volume())
+                               self.cover.deposited_volume(), self.cover.snow_volume(), exported)
 
     @property
     def stage_seconds(self) -> dict:
@@ -234,7 +249,8 @@ class Simulation:
         state = {"format_version": np.int64(STATE_FORMAT_VERSION),
                  "step_index": np.int64(self.step_index),
                  "hit_total_before": np.array(self.backend.to_host(self._hit_total_before))}
-        for prefix, part in (("wind", self.wind), ("cover", self.cover), ("flakes", self.flakes)):
+        for prefix, part in (("wind", self.wind), ("cover", self.cover), ("flakes", self.flakes),
+                             ("drift", self.drift)):
             if part is None:
                 continue
             for key, value in part.state_dict().items():
@@ -250,7 +266,8 @@ class Simulation:
                                  f"a state saved by this version ({STATE_FORMAT_VERSION})")
         if "step_index" not in state:
             raise SnowInputError("state", "has no step_index", "a file written by save_state")
-        parts = {"wind": self.wind, "cover": self.cover, "flakes": self.flakes}
+        parts = {"wind": self.wind, "cover": self.cover, "flakes": self.flakes,
+                 "drift": self.drift}
         split: dict[str, dict] = {name: {} for name in parts}
         for key, value in state.items():
             prefix, _, rest = key.partition(".")

@@ -1,6 +1,7 @@
 """The wind solver: incompressible inviscid (Euler) flow on the MAC grid, density 1.
 
-One step: semi-Lagrangian self-advection with the boundary conditions (inflow sides,
+One step: self-advection (semi-Lagrangian with a MacCormack correction, sampling only
+open faces so that obstacles are free-slip) with the boundary conditions (inflow sides,
 outflow sides, ground, lid, obstacles), divergence, pressure Poisson solve
 (multigrid-preconditioned CG to a relative tolerance, or the theses' fixed five
 red-black SOR sweeps), projection. See docs/wind_solver.md for the model and the
@@ -138,8 +139,9 @@ def inflow_sides(settings, time: float) -> int:
     kernels/reference/wind.py): those of the wind before gusts (``base_wind``). Gusts change
     the inflow's speed and direction, not which sides take it, so a gust never switches a
     side between inflow (prescribed velocity) and outflow (p = 0): such a switch changes
-    the pressure field everywhere at once."""
-    return inflow_sides_of(*_components(*base_wind(settings, time)))
+    the pressure field everywhere at once. With ``side_walls`` the sides the wind runs
+    parallel to are a closed, free-slip pair."""
+    return inflow_sides_of(*_components(*base_wind(settings, time)), walls=settings.side_walls)
 
 
 def multigrid_levels(shape: tuple[int, int, int]) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
@@ -236,6 +238,9 @@ class WindSolver:
         self.v = xp.full(v_shape, vy, dtype=F32)
         self.w = xp.zeros(w_shape, F32)
         self._next = (xp.zeros(u_shape, F32), xp.zeros(v_shape, F32), xp.zeros(w_shape, F32))
+        # the semi-Lagrangian result the MacCormack correction starts from
+        self._advected = ((xp.zeros(u_shape, F32), xp.zeros(v_shape, F32), xp.zeros(w_shape, F32))
+                          if settings.advection == "maccormack" else None)
         self.pressure = xp.zeros(shape, F32)
         # the pressure of the step before: the warm start extrapolates 2 p_n - p_(n-1)
         self.pressure_previous = xp.zeros(shape, F32)
@@ -272,9 +277,10 @@ class WindSolver:
                 total += 4 * cells
         cells = grid.cell_count
         faces = sum(a * b * c for a, b, c in _face_shapes(grid.shape))
-        # u, v, w and their advection buffers; pressure, previous pressure, rhs, divergence,
-        # 4 CG vectors; solid plus the CG scalars (float64)
-        return total + 4 * 2 * faces + 4 * 8 * cells + cells + 8 * 8
+        # u, v, w and their advection buffers (two for MacCormack); pressure, previous
+        # pressure, rhs, divergence, 4 CG vectors; solid plus the CG scalars (float64)
+        buffers = 3 if settings.advection == "maccormack" else 2
+        return total + 4 * buffers * faces + 4 * 8 * cells + cells + 8 * 8
 
     # --- inputs ------------------------------------------------------------------------
     def inflow(self, time: float) -> tuple[float, float]:
@@ -341,8 +347,14 @@ class WindSolver:
         vx, vy = self.inflow(time)
         sides = self._last_sides = inflow_sides(self.settings, time)
         un, vn, wn = self._next
-        self._wind.advect_velocity(self.u, self.v, self.w, self.solid, vx, vy, sides, h, dt,
-                                   un, vn, wn)
+        if self._advected is None:
+            self._wind.advect_velocity(self.u, self.v, self.w, self.solid, vx, vy, sides, h, dt,
+                                       un, vn, wn)
+        else:
+            self._wind.advect_velocity(self.u, self.v, self.w, self.solid, vx, vy, sides, h, dt,
+                                       *self._advected)
+            self._wind.correct_advection(self.u, self.v, self.w, self.solid, vx, vy, sides, h,
+                                         dt, *self._advected, un, vn, wn)
         self._next = (self.u, self.v, self.w)
         self.u, self.v, self.w = un, vn, wn
         self._ensure_coefficients(sides)

@@ -50,3 +50,81 @@ def sample_wind(u, v, w, x0, y0, z0, cell_size, x, y, z):
     return (sample_trilinear(u, gx, gy - half, gz - half),
             sample_trilinear(v, gx - half, gy, gz - half),
             sample_trilinear(w, gx - half, gy - half, gz))
+
+
+@numba.njit(inline="always", cache=True)
+def face_is_open(solid, component, k, j, i):
+    """No solid cell touches face (k, j, i) of ``component`` (0: u, 1: v, 2: w)."""
+    nz, ny, nx = solid.shape
+    if component == 0:
+        return (i == 0 or solid[k, j, i - 1] == 0) and (i == nx or solid[k, j, i] == 0)
+    if component == 1:
+        return (j == 0 or solid[k, j - 1, i] == 0) and (j == ny or solid[k, j, i] == 0)
+    return (k == 0 or solid[k - 1, j, i] == 0) and (k == nz or solid[k, j, i] == 0)
+
+
+@numba.njit(inline="always", cache=True)
+def _mask(solid, component, k, j, i):
+    return np.float32(1.0) if face_is_open(solid, component, k, j, i) else np.float32(0.0)
+
+
+@numba.njit(inline="always", cache=True)
+def _open_row(field, solid, component, k, j, i0, i1, tx):
+    one = np.float32(1.0)
+    w0 = np.float32(_mask(solid, component, k, j, i0) * (one - tx))
+    w1 = np.float32(_mask(solid, component, k, j, i1) * tx)
+    return np.float32(field[k, j, i0] * w0 + field[k, j, i1] * w1), np.float32(w0 + w1)
+
+
+@numba.njit(inline="always", cache=True)
+def _mix(a, b, t):
+    return np.float32(a * (np.float32(1.0) - t) + b * t)
+
+
+@numba.njit(cache=True)
+def sample_open(field, solid, component, gx, gy, gz, fallback):
+    """Trilinear value over the open faces of ``component`` only (the reference's
+    sample_open): the open corners' weights renormalised, ``fallback`` when none is open."""
+    nk, nj, ni = field.shape
+    i0, i1, tx = _axis(gx, ni)
+    j0, j1, ty = _axis(gy, nj)
+    k0, k1, tz = _axis(gz, nk)
+    a, aw = _open_row(field, solid, component, k0, j0, i0, i1, tx)
+    b, bw = _open_row(field, solid, component, k0, j1, i0, i1, tx)
+    c, cw = _open_row(field, solid, component, k1, j0, i0, i1, tx)
+    d, dw = _open_row(field, solid, component, k1, j1, i0, i1, tx)
+    value = _mix(_mix(a, b, ty), _mix(c, d, ty), tz)
+    count = ((_mask(solid, component, k0, j0, i0) + _mask(solid, component, k0, j0, i1))
+             + (_mask(solid, component, k0, j1, i0) + _mask(solid, component, k0, j1, i1))
+             + (_mask(solid, component, k1, j0, i0) + _mask(solid, component, k1, j0, i1))
+             + (_mask(solid, component, k1, j1, i0) + _mask(solid, component, k1, j1, i1)))
+    if count == np.float32(8.0):
+        return value
+    weight = _mix(_mix(aw, bw, ty), _mix(cw, dw, ty), tz)
+    if weight > 0:
+        return np.float32(value / weight)
+    return np.float32(fallback)
+
+
+@numba.njit(cache=True)
+def open_range(field, solid, component, gx, gy, gz, fallback):
+    """(low, high) of the open corner samples around fractional indices; fallback twice
+    when none is open."""
+    nk, nj, ni = field.shape
+    i0, i1, _tx = _axis(gx, ni)
+    j0, j1, _ty = _axis(gy, nj)
+    k0, k1, _tz = _axis(gz, nk)
+    low = np.float32(np.inf)
+    high = np.float32(-np.inf)
+    found = False
+    for k in (k0, k1):
+        for j in (j0, j1):
+            for i in (i0, i1):
+                if face_is_open(solid, component, k, j, i):
+                    value = field[k, j, i]
+                    low = min(low, value)
+                    high = max(high, value)
+                    found = True
+    if not found:
+        return np.float32(fallback), np.float32(fallback)
+    return np.float32(low), np.float32(high)

@@ -3,7 +3,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from .sampling import sample_bilinear, sample_trilinear
+from .sampling import open_range, sample_bilinear, sample_open
 
 F32 = np.float32
 
@@ -26,12 +26,26 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
 
 
 @numba.njit(inline="always", cache=True)
-def _advected(field, x, y, z, vx, vy, vz, h, dt, sx, sy, sz):
+def _departure(x, y, z, vx, vy, vz, h, dt, sx, sy, sz):
     inv = np.float32(1.0) / h
     gx = np.float32(np.float32(x - dt * vx) * inv)
     gy = np.float32(np.float32(y - dt * vy) * inv)
     gz = np.float32(np.float32(z - dt * vz) * inv)
-    return sample_trilinear(field, np.float32(gx - sx), np.float32(gy - sy), np.float32(gz - sz))
+    return np.float32(gx - sx), np.float32(gy - sy), np.float32(gz - sz)
+
+
+@numba.njit(cache=True)
+def _interior(field, adv, solid, component, correct, x, y, z, vx, vy, vz, h, dt, sx, sy, sz,
+              own, adv_own):
+    """The semi-Lagrangian value at a face (correct False) or its MacCormack correction."""
+    gx, gy, gz = _departure(x, y, z, vx, vy, vz, h, dt, sx, sy, sz)
+    if not correct:
+        return sample_open(field, solid, component, gx, gy, gz, own)
+    low, high = open_range(field, solid, component, gx, gy, gz, own)
+    bx, by, bz = _departure(x, y, z, vx, vy, vz, h, np.float32(-dt), sx, sy, sz)
+    back = sample_open(adv, solid, component, bx, by, bz, adv_own)
+    value = np.float32(adv_own + np.float32(0.5) * np.float32(own - back))
+    return min(max(value, low), high)
 
 
 @numba.njit(inline="always", cache=True)
@@ -40,10 +54,8 @@ def _quarter(a, b, c, d):
 
 
 @numba.njit(parallel=True, cache=True)
-def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-                    u_out, v_out, w_out):
-    """Semi-Lagrangian self-advection over dt (s) plus the boundary conditions (inflow
-    through the sides of the bit mask ``inflow_sides``, see the reference)."""
+def _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, u_adv, v_adv,
+            w_adv, correct, u_out, v_out, w_out):
     nz, ny, nx = solid.shape
     h = np.float32(cell_size)
     dt = np.float32(dt)
@@ -53,6 +65,11 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size,
     x_plus = (inflow_sides & 2) != 0
     y_minus = (inflow_sides & 4) != 0
     y_plus = (inflow_sides & 8) != 0
+    # inflow sides also set their first column's tangential faces; closed pairs do not
+    x_in_minus = x_minus and not x_plus
+    x_in_plus = x_plus and not x_minus
+    y_in_minus = y_minus and not y_plus
+    y_in_plus = y_plus and not y_minus
     zero = np.float32(0.0)
     half = np.float32(0.5)
     for kj in prange(nz * ny):
@@ -65,16 +82,17 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size,
                 val = vx
             elif i == nx and x_plus:
                 val = vx
+            elif (j == 0 and y_in_minus) or (j == ny - 1 and y_in_plus):
+                val = vx
             else:
                 src = 1 if i == 0 else (nx - 1 if i == nx else i)
                 il = max(src - 1, 0)
                 ir = min(src, nx - 1)
                 fy = _quarter(v[k, j, il], v[k, j, ir], v[k, j + 1, il], v[k, j + 1, ir])
                 fz = _quarter(w[k, j, il], w[k, j, ir], w[k + 1, j, il], w[k + 1, j, ir])
-                val = _advected(u, np.float32(src) * h, y, z, u[k, j, src], fy, fz, h, dt,
-                                zero, half, half)
-                if (j == 0 and y_minus) or (j == ny - 1 and y_plus):
-                    val = vx
+                val = _interior(u, u_adv, solid, 0, correct, np.float32(src) * h, y, z,
+                                u[k, j, src], fy, fz, h, dt, zero, half, half, u[k, j, src],
+                                u_adv[k, j, src])
             if (i > 0 and solid[k, j, i - 1] != 0) or (i < nx and solid[k, j, i] != 0):
                 val = zero
             u_out[k, j, i] = val
@@ -87,6 +105,8 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size,
                 val = vy
             elif j == ny and y_plus:
                 val = vy
+            elif (i == 0 and x_in_minus) or (i == nx - 1 and x_in_plus):
+                val = vy
             else:
                 src = 1 if j == 0 else (ny - 1 if j == ny else j)
                 jl = max(src - 1, 0)
@@ -94,10 +114,9 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size,
                 fx = _quarter(u[k, jl, i], u[k, jl, i + 1], u[k, jr, i], u[k, jr, i + 1])
                 fz = _quarter(w[k, jl, i], w[k, jr, i], w[k + 1, jl, i], w[k + 1, jr, i])
                 x = (np.float32(i) + half) * h
-                val = _advected(v, x, np.float32(src) * h, z, fx, v[k, src, i], fz, h, dt,
-                                half, zero, half)
-                if (i == 0 and x_minus) or (i == nx - 1 and x_plus):
-                    val = vy
+                val = _interior(v, v_adv, solid, 1, correct, x, np.float32(src) * h, z, fx,
+                                v[k, src, i], fz, h, dt, half, zero, half, v[k, src, i],
+                                v_adv[k, src, i])
             if (j > 0 and solid[k, j - 1, i] != 0) or (j < ny and solid[k, j, i] != 0):
                 val = zero
             v_out[k, j, i] = val
@@ -109,8 +128,8 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size,
         for i in range(nx):
             if k == 0 or k == nz:
                 val = zero
-            elif (i == 0 and x_minus) or (i == nx - 1 and x_plus) or \
-                    (j == 0 and y_minus) or (j == ny - 1 and y_plus):
+            elif (i == 0 and x_in_minus) or (i == nx - 1 and x_in_plus) or \
+                    (j == 0 and y_in_minus) or (j == ny - 1 and y_in_plus):
                 val = zero
             elif solid[k - 1, j, i] != 0 or solid[k, j, i] != 0:
                 val = zero
@@ -120,8 +139,26 @@ def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size,
                 fx = _quarter(u[kl, j, i], u[kl, j, i + 1], u[kr, j, i], u[kr, j, i + 1])
                 fy = _quarter(v[kl, j, i], v[kl, j + 1, i], v[kr, j, i], v[kr, j + 1, i])
                 x = (np.float32(i) + half) * h
-                val = _advected(w, x, y, z, fx, fy, w[k, j, i], h, dt, half, half, zero)
+                val = _interior(w, w_adv, solid, 2, correct, x, y, z, fx, fy, w[k, j, i], h,
+                                dt, half, half, zero, w[k, j, i], w_adv[k, j, i])
             w_out[k, j, i] = val
+
+
+def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+                    u_out, v_out, w_out):
+    """Semi-Lagrangian self-advection over dt (s), sampling open faces only, plus the
+    boundary conditions (inflow through the sides of the bit mask ``inflow_sides``, see
+    the reference)."""
+    _advect(u, v, w, solid, inflow_x, inflow_y, int(inflow_sides), cell_size, dt, u, v, w,
+            False, u_out, v_out, w_out)
+
+
+def correct_advection(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+                      u_adv, v_adv, w_adv, u_out, v_out, w_out):
+    """MacCormack correction of advect_velocity's result (u_adv, v_adv, w_adv); see the
+    reference."""
+    _advect(u, v, w, solid, inflow_x, inflow_y, int(inflow_sides), cell_size, dt, u_adv,
+            v_adv, w_adv, True, u_out, v_out, w_out)
 
 
 @numba.njit(parallel=True, cache=True)

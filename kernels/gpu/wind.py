@@ -6,20 +6,102 @@ import numpy as np
 from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
 
 SOURCE = r"""
-__device__ __forceinline__ float advected(const float* __restrict__ field, int fni, int fnj, int fnk,
-                                          float x, float y, float z, float vx, float vy, float vz,
-                                          float h, float dt, float sx, float sy, float sz) {
-    float inv = 1.0f / h;
-    float gx = (x - dt * vx) * inv;
-    float gy = (y - dt * vy) * inv;
-    float gz = (z - dt * vz) * inv;
-    return sample_trilinear(field, fni, fnj, fnk, gx - sx, gy - sy, gz - sz);
-}
 __device__ __forceinline__ float quarter(float a, float b, float c, float d) {
     return 0.25f * ((a + b) + (c + d));
 }
 
 #define SOLID(k, j, i) (solid[((k) * ny + (j)) * nx + (i)] != 0)
+
+// No solid cell touches face (k, j, i) of component C (0: u, 1: v, 2: w).
+template <int C>
+__device__ __forceinline__ float open_mask(const unsigned char* __restrict__ solid, int k, int j,
+                                           int i, int nx, int ny, int nz) {
+    bool open;
+    if (C == 0) open = (i == 0 || !SOLID(k, j, i - 1)) && (i == nx || !SOLID(k, j, i));
+    else if (C == 1) open = (j == 0 || !SOLID(k, j - 1, i)) && (j == ny || !SOLID(k, j, i));
+    else open = (k == 0 || !SOLID(k - 1, j, i)) && (k == nz || !SOLID(k, j, i));
+    return open ? 1.0f : 0.0f;
+}
+
+struct Corners {
+    int i0, i1, j0, j1, k0, k1;
+    float tx, ty, tz;
+};
+
+__device__ __forceinline__ Corners corners(int ni, int nj, int nk, float gx, float gy, float gz) {
+    Corners c;
+    axis_weights(gx, ni, c.i0, c.i1, c.tx);
+    axis_weights(gy, nj, c.j0, c.j1, c.ty);
+    axis_weights(gz, nk, c.k0, c.k1, c.tz);
+    return c;
+}
+
+__device__ __forceinline__ float mix(float a, float b, float t) { return a * (1.0f - t) + b * t; }
+
+// Trilinear value over the open faces only (kernels.reference.sampling.sample_open).
+template <int C>
+__device__ __forceinline__ float sample_open(const float* __restrict__ field, int ni, int nj, int nk,
+                                             const unsigned char* __restrict__ solid,
+                                             int nx, int ny, int nz,
+                                             float gx, float gy, float gz, float fallback) {
+    Corners q = corners(ni, nj, nk, gx, gy, gz);
+    float m[8];
+    float value[4], weight[4];
+    for (int r = 0; r < 4; ++r) {
+        int k = r < 2 ? q.k0 : q.k1, j = (r & 1) ? q.j1 : q.j0;
+        m[2 * r] = open_mask<C>(solid, k, j, q.i0, nx, ny, nz);
+        m[2 * r + 1] = open_mask<C>(solid, k, j, q.i1, nx, ny, nz);
+        float w0 = m[2 * r] * (1.0f - q.tx), w1 = m[2 * r + 1] * q.tx;
+        const float* row = field + ((long long)k * nj + j) * ni;
+        value[r] = __ldg(row + q.i0) * w0 + __ldg(row + q.i1) * w1;
+        weight[r] = w0 + w1;
+    }
+    float v = mix(mix(value[0], value[1], q.ty), mix(value[2], value[3], q.ty), q.tz);
+    float count = (((m[0] + m[1]) + (m[2] + m[3])) + (m[4] + m[5])) + (m[6] + m[7]);
+    if (count == 8.0f) return v;
+    float wsum = mix(mix(weight[0], weight[1], q.ty), mix(weight[2], weight[3], q.ty), q.tz);
+    return wsum > 0.0f ? v / wsum : fallback;
+}
+
+// Smallest and largest open corner sample (kernels.reference.sampling.open_range).
+template <int C>
+__device__ __forceinline__ void open_range(const float* __restrict__ field, int ni, int nj, int nk,
+                                           const unsigned char* __restrict__ solid,
+                                           int nx, int ny, int nz, float gx, float gy, float gz,
+                                           float fallback, float &low, float &high) {
+    Corners q = corners(ni, nj, nk, gx, gy, gz);
+    low = __int_as_float(0x7f800000); high = -low;  // +inf, -inf
+    bool found = false;
+    for (int r = 0; r < 8; ++r) {
+        int k = r < 4 ? q.k0 : q.k1, j = (r & 2) ? q.j1 : q.j0, i = (r & 1) ? q.i1 : q.i0;
+        if (open_mask<C>(solid, k, j, i, nx, ny, nz) != 0.0f) {
+            float f = __ldg(field + ((long long)k * nj + j) * ni + i);
+            low = fminf(low, f); high = fmaxf(high, f); found = true;
+        }
+    }
+    if (!found) { low = fallback; high = fallback; }
+}
+
+// The semi-Lagrangian value of a face (CORRECT false) or its MacCormack correction.
+template <int C, bool CORRECT>
+__device__ __forceinline__ float interior(const float* __restrict__ field, const float* __restrict__ adv,
+                                          int ni, int nj, int nk,
+                                          const unsigned char* __restrict__ solid, int nx, int ny, int nz,
+                                          float x, float y, float z, float vx, float vy, float vz,
+                                          float h, float dt, float sx, float sy, float sz,
+                                          float own, float adv_own) {
+    float inv = 1.0f / h;
+    float gx = (x - dt * vx) * inv, gy = (y - dt * vy) * inv, gz = (z - dt * vz) * inv;
+    if (!CORRECT)
+        return sample_open<C>(field, ni, nj, nk, solid, nx, ny, nz, gx - sx, gy - sy, gz - sz, own);
+    float low, high;
+    open_range<C>(field, ni, nj, nk, solid, nx, ny, nz, gx - sx, gy - sy, gz - sz, own, low, high);
+    float back_dt = -dt;
+    float bx = (x - back_dt * vx) * inv, by = (y - back_dt * vy) * inv, bz = (z - back_dt * vz) * inv;
+    float back = sample_open<C>(adv, ni, nj, nk, solid, nx, ny, nz, bx - sx, by - sy, bz - sz, adv_own);
+    float value = adv_own + 0.5f * (own - back);
+    return fminf(fmaxf(value, low), high);
+}
 
 // The face kernels run one thread per (i, j, k) of an (nx + 1) x (ny + 1) x (nz + 1) 3D
 // launch (x fastest, one z slice per block) and handle the u, v and w faces with those
@@ -31,14 +113,26 @@ __device__ __forceinline__ float quarter(float a, float b, float c, float d) {
     const int k = blockIdx.z;                                             \
     if (i > nx || j > ny) return;
 
+// Side flags: a prescribed side whose opposite is not is an inflow side, which also sets
+// the tangential faces of its first column; a prescribed pair is a closed (free-slip) pair.
+#define SIDE_FLAGS                                                        \
+    const bool x_minus = sides & 1, x_plus = sides & 2;                   \
+    const bool y_minus = sides & 4, y_plus = sides & 8;                   \
+    const bool x_in_minus = x_minus && !x_plus, x_in_plus = x_plus && !x_minus; \
+    const bool y_in_minus = y_minus && !y_plus, y_in_plus = y_plus && !y_minus; \
+    (void)x_in_minus; (void)x_in_plus; (void)y_in_minus; (void)y_in_plus;
+
+template <bool CORRECT>
 __device__ __forceinline__ float advect_u(const float* __restrict__ u, const float* __restrict__ v,
-                                         const float* __restrict__ w,
+                                         const float* __restrict__ w, const float* __restrict__ ua,
                                          const unsigned char* __restrict__ solid,
                                          float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
+    SIDE_FLAGS
     float val;
-    if (i == 0 && (sides & 1)) val = vx;
-    else if (i == nx && (sides & 2)) val = vx;
+    if (i == 0 && x_minus) val = vx;
+    else if (i == nx && x_plus) val = vx;
+    else if ((j == 0 && y_in_minus) || (j == ny - 1 && y_in_plus)) val = vx;
     else {
         int src = i == 0 ? 1 : (i == nx ? nx - 1 : i);
         int il = max(src - 1, 0), ir = min(src, nx - 1);
@@ -46,23 +140,27 @@ __device__ __forceinline__ float advect_u(const float* __restrict__ u, const flo
         int w0 = (k * ny + j) * nx, w1 = w0 + ny * nx;
         float fy = quarter(__ldg(v + v0 + il), __ldg(v + v0 + ir), __ldg(v + v1 + il), __ldg(v + v1 + ir));
         float fz = quarter(__ldg(w + w0 + il), __ldg(w + w0 + ir), __ldg(w + w1 + il), __ldg(w + w1 + ir));
-        float fx = __ldg(u + (k * ny + j) * (nx + 1) + src);
+        int f = (k * ny + j) * (nx + 1) + src;
+        float fx = __ldg(u + f);
         float y = ((float)j + 0.5f) * h, z = ((float)k + 0.5f) * h;
-        val = advected(u, nx + 1, ny, nz, (float)src * h, y, z, fx, fy, fz, h, dt, 0.0f, 0.5f, 0.5f);
-        if ((j == 0 && (sides & 4)) || (j == ny - 1 && (sides & 8))) val = vx;
+        val = interior<0, CORRECT>(u, ua, nx + 1, ny, nz, solid, nx, ny, nz, (float)src * h, y, z,
+                                   fx, fy, fz, h, dt, 0.0f, 0.5f, 0.5f, fx, CORRECT ? __ldg(ua + f) : 0.0f);
     }
     if ((i > 0 && SOLID(k, j, i - 1)) || (i < nx && SOLID(k, j, i))) val = 0.0f;
     return val;
 }
 
+template <bool CORRECT>
 __device__ __forceinline__ float advect_v(const float* __restrict__ u, const float* __restrict__ v,
-                                         const float* __restrict__ w,
+                                         const float* __restrict__ w, const float* __restrict__ va,
                                          const unsigned char* __restrict__ solid,
                                          float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
+    SIDE_FLAGS
     float val;
-    if (j == 0 && (sides & 4)) val = vy;
-    else if (j == ny && (sides & 8)) val = vy;
+    if (j == 0 && y_minus) val = vy;
+    else if (j == ny && y_plus) val = vy;
+    else if ((i == 0 && x_in_minus) || (i == nx - 1 && x_in_plus)) val = vy;
     else {
         int src = j == 0 ? 1 : (j == ny ? ny - 1 : j);
         int jl = max(src - 1, 0), jr = min(src, ny - 1);
@@ -71,47 +169,56 @@ __device__ __forceinline__ float advect_v(const float* __restrict__ u, const flo
         const int wk = ny * nx;
         float fx = quarter(__ldg(u + ul), __ldg(u + ul + 1), __ldg(u + ur), __ldg(u + ur + 1));
         float fz = quarter(__ldg(w + wl), __ldg(w + wr), __ldg(w + wl + wk), __ldg(w + wr + wk));
-        float fy = __ldg(v + (k * (ny + 1) + src) * nx + i);
+        int f = (k * (ny + 1) + src) * nx + i;
+        float fy = __ldg(v + f);
         float x = ((float)i + 0.5f) * h, z = ((float)k + 0.5f) * h;
-        val = advected(v, nx, ny + 1, nz, x, (float)src * h, z, fx, fy, fz, h, dt, 0.5f, 0.0f, 0.5f);
-        if ((i == 0 && (sides & 1)) || (i == nx - 1 && (sides & 2))) val = vy;
+        val = interior<1, CORRECT>(v, va, nx, ny + 1, nz, solid, nx, ny, nz, x, (float)src * h, z,
+                                   fx, fy, fz, h, dt, 0.5f, 0.0f, 0.5f, fy, CORRECT ? __ldg(va + f) : 0.0f);
     }
     if ((j > 0 && SOLID(k, j - 1, i)) || (j < ny && SOLID(k, j, i))) val = 0.0f;
     return val;
 }
 
+template <bool CORRECT>
 __device__ __forceinline__ float advect_w(const float* __restrict__ u, const float* __restrict__ v,
-                                         const float* __restrict__ w,
+                                         const float* __restrict__ w, const float* __restrict__ wa,
                                          const unsigned char* __restrict__ solid,
                                          float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
+    SIDE_FLAGS
     if (k == 0 || k == nz) return 0.0f;
-    if ((i == 0 && (sides & 1)) || (i == nx - 1 && (sides & 2)) ||
-        (j == 0 && (sides & 4)) || (j == ny - 1 && (sides & 8))) return 0.0f;
+    if ((i == 0 && x_in_minus) || (i == nx - 1 && x_in_plus) ||
+        (j == 0 && y_in_minus) || (j == ny - 1 && y_in_plus)) return 0.0f;
     if (SOLID(k - 1, j, i) || SOLID(k, j, i)) return 0.0f;
     // 0 < k < nz here: the cells below and above exist
     int ul = ((k - 1) * ny + j) * (nx + 1) + i, ur = ul + ny * (nx + 1);
     int vl = ((k - 1) * (ny + 1) + j) * nx + i, vr = vl + (ny + 1) * nx;
     float fx = quarter(__ldg(u + ul), __ldg(u + ul + 1), __ldg(u + ur), __ldg(u + ur + 1));
     float fy = quarter(__ldg(v + vl), __ldg(v + vl + nx), __ldg(v + vr), __ldg(v + vr + nx));
-    float fz = __ldg(w + (k * ny + j) * nx + i);
+    int f = (k * ny + j) * nx + i;
+    float fz = __ldg(w + f);
     float x = ((float)i + 0.5f) * h, y = ((float)j + 0.5f) * h, z = (float)k * h;
-    return advected(w, nx, ny, nz + 1, x, y, z, fx, fy, fz, h, dt, 0.5f, 0.5f, 0.0f);
+    return interior<2, CORRECT>(w, wa, nx, ny, nz + 1, solid, nx, ny, nz, x, y, z, fx, fy, fz, h, dt,
+                                0.5f, 0.5f, 0.0f, fz, CORRECT ? __ldg(wa + f) : 0.0f);
 }
 
-extern "C" __global__ void advect_velocity(const float* __restrict__ u, const float* __restrict__ v,
-                                           const float* __restrict__ w,
-                                           const unsigned char* __restrict__ solid,
-                                           float vx, float vy, int sides, float h, float dt,
-                                           float* __restrict__ uo, float* __restrict__ vo,
-                                           float* __restrict__ wo, int nx, int ny, int nz) {
+// advect<false>: semi-Lagrangian step (ua, va, wa unused); advect<true>: its MacCormack
+// correction, (ua, va, wa) being the semi-Lagrangian result.
+template <bool CORRECT>
+__global__ void advect(const float* __restrict__ u, const float* __restrict__ v,
+                       const float* __restrict__ w, const unsigned char* __restrict__ solid,
+                       float vx, float vy, int sides, float h, float dt,
+                       const float* __restrict__ ua, const float* __restrict__ va,
+                       const float* __restrict__ wa,
+                       float* __restrict__ uo, float* __restrict__ vo,
+                       float* __restrict__ wo, int nx, int ny, int nz) {
     FACE3
     if (j < ny && k < nz)
-        uo[(k * ny + j) * (nx + 1) + i] = advect_u(u, v, w, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
+        uo[(k * ny + j) * (nx + 1) + i] = advect_u<CORRECT>(u, v, w, ua, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
     if (i < nx && k < nz)
-        vo[(k * (ny + 1) + j) * nx + i] = advect_v(u, v, w, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
+        vo[(k * (ny + 1) + j) * nx + i] = advect_v<CORRECT>(u, v, w, va, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
     if (i < nx && j < ny)
-        wo[(k * ny + j) * nx + i] = advect_w(u, v, w, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
+        wo[(k * ny + j) * nx + i] = advect_w<CORRECT>(u, v, w, wa, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
 }
 
 extern "C" __global__ void divergence(const float* __restrict__ u, const float* __restrict__ v,
@@ -184,7 +291,7 @@ extern "C" __global__ void solid_from_heightmap(const float* __restrict__ height
 _BLOCK = LAUNCH_BLOCK
 
 
-_NAMES = template_names("project")
+_NAMES = template_names("project") + ("advect<false>", "advect<true>")
 
 
 def _kernel(name, coef=None):
@@ -214,17 +321,29 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
         f(x0), f(y0), f(z0), f(cell_size), solid, np.int32(nx), np.int32(ny), np.int32(nz)))
 
 
-def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-                    u_out, v_out, w_out):
-    """Semi-Lagrangian self-advection over dt (s) plus the boundary conditions (inflow
-    through the sides of the bit mask ``inflow_sides``; one launch)."""
+def _advect(name, u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, adv, out):
     nz, ny, nx = solid.shape
     f = np.float32
     grid, block = _tiles(nx + 1, ny + 1, nz + 1)
-    _kernel("advect_velocity")(grid, block, (
+    _kernel(name)(grid, block, (
         u, v, w, solid, f(inflow_x), f(inflow_y), np.int32(inflow_sides), f(cell_size), f(dt),
-        u_out, v_out, w_out,
-        np.int32(nx), np.int32(ny), np.int32(nz)))
+        *adv, *out, np.int32(nx), np.int32(ny), np.int32(nz)))
+
+
+def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+                    u_out, v_out, w_out):
+    """Semi-Lagrangian self-advection over dt (s), sampling open faces only, plus the
+    boundary conditions (inflow through the sides of the bit mask ``inflow_sides``; one
+    launch)."""
+    _advect("advect<false>", u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+            (u, v, w), (u_out, v_out, w_out))
+
+
+def correct_advection(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+                      u_adv, v_adv, w_adv, u_out, v_out, w_out):
+    """MacCormack correction of advect_velocity's result (one launch; see the reference)."""
+    _advect("advect<true>", u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+            (u_adv, v_adv, w_adv), (u_out, v_out, w_out))
 
 
 def divergence(u, v, w, solid, scale, out):

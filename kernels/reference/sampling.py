@@ -49,3 +49,54 @@ def sample_wind(u, v, w, x0, y0, z0, cell_size, x, y, z):
     return (sample_trilinear(u, gx, gy - half, gz - half),
             sample_trilinear(v, gx - half, gy, gz - half),
             sample_trilinear(w, gx - half, gy - half, gz))
+
+
+def sample_open(field, is_open, gx, gy, gz, fallback):
+    """Trilinear value of ``field`` at fractional indices over its open samples only:
+    ``is_open`` (field's shape, float32 0/1) masks the eight corners and the weights of the
+    open ones are renormalised; with all eight open this is exactly ``sample_trilinear``,
+    with none open it is ``fallback`` (an array of the points' shape). The sums run in one
+    fixed order so that every backend gets the same bits."""
+    nk, nj, ni = field.shape
+    i0, i1, tx = _axis(gx, ni)
+    j0, j1, ty = _axis(gy, nj)
+    k0, k1, tz = _axis(gz, nk)
+    one = np.float32(1.0)
+    f32 = np.float32
+
+    def row(k, j):
+        w0 = (is_open[k, j, i0] * (one - tx)).astype(f32)
+        w1 = (is_open[k, j, i1] * tx).astype(f32)
+        return (field[k, j, i0] * w0 + field[k, j, i1] * w1).astype(f32), (w0 + w1).astype(f32)
+
+    def mix(a, b, t):
+        return (a * (one - t) + b * t).astype(f32)
+
+    (a, aw), (b, bw) = row(k0, j0), row(k0, j1)
+    (c, cw), (d, dw) = row(k1, j0), row(k1, j1)
+    value = mix(mix(a, b, ty), mix(c, d, ty), tz)
+    weight = mix(mix(aw, bw, ty), mix(cw, dw, ty), tz)
+    all_open = ((is_open[k0, j0, i0] + is_open[k0, j0, i1]) + (is_open[k0, j1, i0] + is_open[k0, j1, i1])
+                + (is_open[k1, j0, i0] + is_open[k1, j0, i1]) + (is_open[k1, j1, i0] + is_open[k1, j1, i1])) == 8
+    safe = np.where(weight > 0, weight, one)
+    return np.where(all_open, value,
+                    np.where(weight > 0, (value / safe).astype(f32), fallback)).astype(f32)
+
+
+def open_range(field, is_open, gx, gy, gz, fallback):
+    """(low, high): the smallest and largest of the open corner samples that
+    ``sample_open`` would interpolate at fractional indices (gx, gy, gz); ``fallback`` for
+    both where no corner is open (float32 arrays of the points' shape)."""
+    nk, nj, ni = field.shape
+    i0, i1, _tx = _axis(gx, ni)
+    j0, j1, _ty = _axis(gy, nj)
+    k0, k1, _tz = _axis(gz, nk)
+    corners = [(k, j, i) for k in (k0, k1) for j in (j0, j1) for i in (i0, i1)]
+    values = np.stack([field[c] for c in corners])
+    opened = np.stack([is_open[c] > 0 for c in corners])
+    low = np.where(opened, values, np.inf).min(axis=0)
+    high = np.where(opened, values, -np.inf).max(axis=0)
+    none = ~opened.any(axis=0)
+    fallback = np.broadcast_to(np.asarray(fallback, np.float32), low.shape)
+    return (np.where(none, fallback, low).astype(np.float32),
+            np.where(none, fallback, high).astype(np.float32))

@@ -10,17 +10,27 @@ the sides of ``inflow_sides`` (a bit mask of INFLOW_X_MINUS, INFLOW_X_PLUS, INFL
 and INFLOW_Y_PLUS; the solver picks them from the wind before gusts with
 ``inflow_sides_of``, so that gusts do not switch a side between inflow and outflow):
 
-* an inflow side's normal faces take the inflow component (of either sign), and the
-  faces of the first cell column inside it take the inflow's tangential component
-  (w = 0);
+* a side whose bit is set has its normal faces prescribed: they take the inflow
+  component (of either sign) and the pressure there is Neumann;
+* an inflow side (its bit set, the opposite side's bit clear) also gives the faces of the
+  first cell column inside it the inflow's tangential component (w = 0);
+* a closed side (both bits of an axis set: the wind before gusts runs parallel to it) is a
+  free-slip wall: normal faces prescribed as above, tangential faces advected as usual;
 * any other side is an outflow side: its normal faces copy the advected value of the
   next interior face (zero gradient);
 * w = 0 on the bottom and top faces (ground and free-slip lid);
 * every face touching a solid cell is 0 (applied last, it wins).
+
+Free slip at obstacles: the back-trace samples only *open* faces, those with at least one
+fluid cell beside them (``face_open``): the zeros stored on faces buried inside solids
+would otherwise act as a no-slip wall that diffuses into the flow every step. Where some
+of the eight samples are buried, the open ones are renormalised; where all are, the face
+keeps its own value. Faces on a wall (one fluid neighbour) stay in: their 0 is the wall's
+true normal velocity.
 """
 import numpy as np
 
-from .sampling import sample_bilinear, sample_trilinear
+from .sampling import open_range, sample_bilinear, sample_open
 
 F32 = np.float32
 HALF = F32(0.5)
@@ -29,12 +39,47 @@ HALF = F32(0.5)
 INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MINUS, INFLOW_Y_PLUS = 1, 2, 4, 8
 
 
-def inflow_sides_of(vx, vy) -> int:
-    """The sides a wind (vx, vy) m/s blows in through: x- when vx > 0, x+ when vx < 0, y-
-    when vy > 0, y+ when vy < 0 (float32 comparisons, as the kernels see the values)."""
+def inflow_sides_of(vx, vy, walls: bool = False) -> int:
+    """The prescribed sides of a wind (vx, vy) m/s: x- when vx > 0, x+ when vx < 0, y- when
+    vy > 0, y+ when vy < 0 (float32 comparisons, as the kernels see the values). With
+    ``walls``, also both sides of an axis the wind runs parallel to (vx == 0: both x
+    sides), a closed free-slip pair, unless there is no wind at all: otherwise those sides
+    are outflow sides at p = 0, which draw the raised pressure in front of an obstacle that
+    spans the domain out sideways."""
     vx, vy = F32(vx), F32(vy)
+    closed = walls and not (vx == 0 and vy == 0)
+    x_sides = INFLOW_X_MINUS | INFLOW_X_PLUS if closed and vx == 0 else 0
+    y_sides = INFLOW_Y_MINUS | INFLOW_Y_PLUS if closed and vy == 0 else 0
     return ((INFLOW_X_MINUS if vx > 0 else 0) | (INFLOW_X_PLUS if vx < 0 else 0)
-            | (INFLOW_Y_MINUS if vy > 0 else 0) | (INFLOW_Y_PLUS if vy < 0 else 0))
+            | (INFLOW_Y_MINUS if vy > 0 else 0) | (INFLOW_Y_PLUS if vy < 0 else 0)
+            | x_sides | y_sides)
+
+
+def side_flags(inflow_sides):
+    """(x_minus, x_plus, y_minus, y_plus, x_in_minus, x_in_plus, y_in_minus, y_in_plus):
+    which sides are prescribed, and which of them are inflow sides that also set the
+    tangential faces of their first column (a prescribed side whose opposite is not)."""
+    sides = int(inflow_sides)
+    xm, xp = bool(sides & INFLOW_X_MINUS), bool(sides & INFLOW_X_PLUS)
+    ym, yp = bool(sides & INFLOW_Y_MINUS), bool(sides & INFLOW_Y_PLUS)
+    return xm, xp, ym, yp, xm and not xp, xp and not xm, ym and not yp, yp and not ym
+
+
+def face_open(solid):
+    """(u_open, v_open, w_open) float32 0/1 arrays of the face shapes: 1 where no solid cell
+    touches a face (a face on the domain's side has one cell beside it)."""
+    fluid = solid == 0
+    nz, ny, nx = solid.shape
+    u_open = np.ones((nz, ny, nx + 1), bool)
+    u_open[:, :, :-1] &= fluid
+    u_open[:, :, 1:] &= fluid
+    v_open = np.ones((nz, ny + 1, nx), bool)
+    v_open[:, :-1, :] &= fluid
+    v_open[:, 1:, :] &= fluid
+    w_open = np.ones((nz + 1, ny, nx), bool)
+    w_open[:-1] &= fluid
+    w_open[1:] &= fluid
+    return tuple(a.astype(F32) for a in (u_open, v_open, w_open))
 
 
 def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid):
@@ -52,14 +97,15 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
     solid[...] = (cz[:, None, None] < ground[None, :, :]).astype(np.uint8)
 
 
-def _advected(field, x, y, z, vx, vy, vz, h, dt, sx, sy, sz):
-    """Back-trace from (x, y, z) with velocity (vx, vy, vz) and sample ``field`` (whose
-    samples sit at grid offsets (sx, sy, sz) cells) trilinearly at the departure point."""
+def _departure(x, y, z, vx, vy, vz, h, dt, sx, sy, sz):
+    """Fractional indices (into a field whose samples sit at grid offsets (sx, sy, sz)
+    cells) of the point a back-trace over ``dt`` s with velocity (vx, vy, vz) starts from;
+    -dt traces forward."""
     inv = F32(1.0) / h
     gx = ((x - dt * vx) * inv).astype(F32)
     gy = ((y - dt * vy) * inv).astype(F32)
     gz = ((z - dt * vz) * inv).astype(F32)
-    return sample_trilinear(field, gx - sx, gy - sy, gz - sz)
+    return (gx - sx).astype(F32), (gy - sy).astype(F32), (gz - sz).astype(F32)
 
 
 def _quarter(a, b, c, d):
@@ -102,78 +148,127 @@ def _positions(shape, ox, oy, oz, h):
     return (i + ox) * h, (j + oy) * h, (k + oz) * h
 
 
-def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-                    u_out, v_out, w_out):
-    """Semi-Lagrangian self-advection of each face component over ``dt`` seconds (back-trace
-    with the full velocity at the face: the component itself and the trilinear (4-face
-    average) other two; trilinear sampling clamped at the domain), then the
-    boundary conditions for inflow (inflow_x, inflow_y) m/s through ``inflow_sides`` (bit
-    mask). Writes u_out, v_out, w_out."""
+def _sources(u, v, w, h):
+    """Per component: (field, index of the face each face samples from (a side face samples
+    from the next interior face), its position (x, y, z) m, its velocity (vx, vy, vz), the
+    sample offsets (sx, sy, sz) cells)."""
+    nz, ny, nx = w.shape[0] - 1, u.shape[1], u.shape[2] - 1
+    zero = F32(0.0)
+    si = np.clip(np.arange(nx + 1), 1, nx - 1)
+    sj = np.clip(np.arange(ny + 1), 1, ny - 1)
+    x, y, z = _positions(u.shape, zero, HALF, HALF, h)
+    u_src = (np.s_[:, :, si], (x[:, :, si], y, z), face_velocity_u(u, v, w), (zero, HALF, HALF))
+    x, y, z = _positions(v.shape, HALF, zero, HALF, h)
+    v_src = (np.s_[:, sj, :], (x, y[:, sj, :], z), face_velocity_v(u, v, w), (HALF, zero, HALF))
+    x, y, z = _positions(w.shape, HALF, HALF, zero, h)
+    w_src = (np.s_[:, :, :], (x, y, z), face_velocity_w(u, v, w), (HALF, HALF, zero))
+    return ((u,) + u_src, (v,) + v_src, (w,) + w_src)
+
+
+def _semi_lagrangian(field, is_open, src, position, velocity, offsets, h, dt):
+    """Each face's field value at its departure point, over open faces (its own value
+    where none is open)."""
+    velocity = tuple(c[src] for c in velocity)
+    return sample_open(field, is_open, *_departure(*position, *velocity, h, dt, *offsets),
+                       field[src])
+
+
+def _maccormack(field, advected, is_open, src, position, velocity, offsets, h, dt):
+    """MacCormack correction of the semi-Lagrangian values ``advected``: trace them forward
+    (back to the faces they came from), add half the difference to ``field`` there, and
+    clamp to the open samples the back-trace interpolated (so no new extremum appears)."""
+    velocity = tuple(c[src] for c in velocity)
+    low, high = open_range(field, is_open, *_departure(*position, *velocity, h, dt, *offsets),
+                           field[src])
+    back = sample_open(advected, is_open, *_departure(*position, *velocity, h, -dt, *offsets),
+                       advected[src])
+    value = (advected[src] + HALF * (field[src] - back)).astype(F32)
+    return np.minimum(np.maximum(value, low), high).astype(F32)
+
+
+def _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, advected,
+            u_out, v_out, w_out):
+    """advect_velocity (``advected`` None) or correct_advection (``advected`` = the
+    semi-Lagrangian (u, v, w)): interior values, then the boundary rules."""
     nz, ny, nx = solid.shape
     h, dt = F32(cell_size), F32(dt)
     vx, vy = F32(inflow_x), F32(inflow_y)
-    sides = int(inflow_sides)
-    x_minus, x_plus = bool(sides & INFLOW_X_MINUS), bool(sides & INFLOW_X_PLUS)
-    y_minus, y_plus = bool(sides & INFLOW_Y_MINUS), bool(sides & INFLOW_Y_PLUS)
+    x_minus, x_plus, y_minus, y_plus, x_in_minus, x_in_plus, y_in_minus, y_in_plus = \
+        side_flags(inflow_sides)
     zero = F32(0.0)
+    opens = face_open(solid)
+    values = []
+    for index, (field, src, position, velocity, offsets) in enumerate(_sources(u, v, w, h)):
+        if advected is None:
+            values.append(_semi_lagrangian(field, opens[index], src, position, velocity,
+                                           offsets, h, dt))
+        else:
+            values.append(_maccormack(field, advected[index], opens[index], src, position,
+                                      velocity, offsets, h, dt))
     solid = solid.astype(bool)
-
-    # u faces
-    x, y, z = _positions(u.shape, F32(0.0), HALF, HALF, h)
-    adv = _advected(u, x, y, z, *face_velocity_u(u, v, w), h, dt, zero, HALF, HALF)
-    out = adv.copy()
+    out = values[0]
     if x_minus:
         out[:, :, 0] = vx
-    else:
-        out[:, :, 0] = adv[:, :, 1]
     if x_plus:
         out[:, :, nx] = vx
-    else:
-        out[:, :, nx] = adv[:, :, nx - 1]
-    if y_minus:
-        out[:, 0, :] = vx
-    if y_plus:
-        out[:, ny - 1, :] = vx
+    if y_in_minus:
+        out[:, 0, 1 if x_minus else 0:nx if x_plus else nx + 1] = vx
+    if y_in_plus:
+        out[:, ny - 1, 1 if x_minus else 0:nx if x_plus else nx + 1] = vx
     out[:, :, :nx][solid] = zero
     out[:, :, 1:][solid] = zero
     u_out[...] = out
 
-    # v faces
-    x, y, z = _positions(v.shape, HALF, F32(0.0), HALF, h)
-    adv = _advected(v, x, y, z, *face_velocity_v(u, v, w), h, dt, HALF, zero, HALF)
-    out = adv.copy()
+    out = values[1]
     if y_minus:
         out[:, 0, :] = vy
-    else:
-        out[:, 0, :] = adv[:, 1, :]
     if y_plus:
         out[:, ny, :] = vy
-    else:
-        out[:, ny, :] = adv[:, ny - 1, :]
-    if x_minus:
-        out[:, :, 0] = vy
-    if x_plus:
-        out[:, :, nx - 1] = vy
+    if x_in_minus:
+        out[:, 1 if y_minus else 0:ny if y_plus else ny + 1, 0] = vy
+    if x_in_plus:
+        out[:, 1 if y_minus else 0:ny if y_plus else ny + 1, nx - 1] = vy
     out[:, :ny, :][solid] = zero
     out[:, 1:, :][solid] = zero
     v_out[...] = out
 
-    # w faces
-    x, y, z = _positions(w.shape, HALF, HALF, F32(0.0), h)
-    out = _advected(w, x, y, z, *face_velocity_w(u, v, w), h, dt, HALF, HALF, zero)
-    if x_minus:
+    out = values[2]
+    if x_in_minus:
         out[:, :, 0] = zero
-    if x_plus:
+    if x_in_plus:
         out[:, :, nx - 1] = zero
-    if y_minus:
+    if y_in_minus:
         out[:, 0, :] = zero
-    if y_plus:
+    if y_in_plus:
         out[:, ny - 1, :] = zero
     out[0] = zero
     out[nz] = zero
     out[:nz][solid] = zero
     out[1:][solid] = zero
     w_out[...] = out
+
+
+def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+                    u_out, v_out, w_out):
+    """Semi-Lagrangian self-advection of each face component over ``dt`` seconds (back-trace
+    with the full velocity at the face: the component itself and the trilinear (4-face
+    average) other two; trilinear sampling over open faces, clamped at the domain), then
+    the boundary conditions for inflow (inflow_x, inflow_y) m/s through ``inflow_sides``
+    (bit mask; see the module's rules). Writes u_out, v_out, w_out."""
+    _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, None,
+            u_out, v_out, w_out)
+
+
+def correct_advection(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+                      u_adv, v_adv, w_adv, u_out, v_out, w_out):
+    """MacCormack step after ``advect_velocity`` (Selle et al. 2008): (u_adv, v_adv, w_adv)
+    are its semi-Lagrangian result from (u, v, w); each face gets
+    clamp(adv + (field - forward(adv)) / 2) over the samples its back-trace used, then the
+    same boundary rules. Second order where the flow is smooth: the semi-Lagrangian step
+    alone diffuses like a viscosity of about 0.1 h^2 / dt, enough to grow a slow layer
+    over terrain. Writes u_out, v_out, w_out (must not alias the inputs)."""
+    _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+            (u_adv, v_adv, w_adv), u_out, v_out, w_out)
 
 
 def divergence(u, v, w, solid, scale, out):

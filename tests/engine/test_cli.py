@@ -183,7 +183,9 @@ def test_benchmark_reports_a_scene_that_does_not_fit(capsys, monkeypatch):
     monkeypatch.setattr(backend_module, "host_memory_available", lambda: 64 * 1024**2)
     assert main(["benchmark", "--scenes", "cpu-1M", "--backend", "cpu", "--steps", "1"]) == 0
     text = capsys.readouterr().out
-    assert "cpu-1M: does not fit" in text and "flake_count <=" in text
+    # the message names the setting that dominates the plan and a value that fits
+    assert "cpu-1M: does not fit" in text
+    assert "flake_count <=" in text or "wind_cell_size >=" in text
 
 
 @pytest.mark.blender

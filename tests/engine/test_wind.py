@@ -372,20 +372,29 @@ def test_new_obstacles_are_projected_at_once_and_leave_the_pressure_alone():
 
 def test_gusts_do_not_switch_inflow_sides():
     """The inflow sides follow the wind before gusts: a gusty wind along +X keeps x- as its
-    only inflow side although its gusted cross component changes sign (switching a side
-    between inflow and outflow would reshape the whole pressure field in one step)."""
+    only inflow side (and, with side walls, the y sides as a closed pair) although its
+    gusted cross component changes sign (switching a side between inflow and outflow would
+    reshape the whole pressure field in one step)."""
     settings = SnowSettings(wind_speed=5.0, wind_direction=0.0, gust_strength=0.3,
                             gust_period=1.0, gust_direction_jitter=12.0, seed=4)
     times = np.linspace(0.0, 40.0, 961)
     gusted_vy = np.array([inflow_at(settings, t)[1] for t in times])
     assert gusted_vy.min() < 0 < gusted_vy.max()
+    closed_y = ref.INFLOW_Y_MINUS | ref.INFLOW_Y_PLUS
     assert {inflow_sides(settings, t) for t in times} == {ref.INFLOW_X_MINUS}
+    walled = settings.replace(side_walls=True)
+    assert {inflow_sides(walled, t) for t in times} == {ref.INFLOW_X_MINUS | closed_y}
     turned = settings.replace(wind_direction=150.0)
     assert inflow_sides(turned, 3.0) == ref.INFLOW_X_PLUS | ref.INFLOW_Y_MINUS
     keyed = SnowSettings(wind_keys=((0.0, 2.0, 0.0), (10.0, 6.0, 90.0)))
     assert inflow_sides(keyed, 0.0) == ref.INFLOW_X_MINUS
     assert inflow_sides(keyed, 5.0) == ref.INFLOW_X_MINUS | ref.INFLOW_Y_MINUS
     assert inflow_sides(keyed, 50.0) == ref.INFLOW_Y_MINUS
+    keyed = keyed.replace(side_walls=True)
+    assert inflow_sides(keyed, 5.0) == ref.INFLOW_X_MINUS | ref.INFLOW_Y_MINUS
+    assert inflow_sides(keyed, 50.0) == ref.INFLOW_Y_MINUS | ref.INFLOW_X_MINUS | ref.INFLOW_X_PLUS
+    calm = SnowSettings(wind_speed=0.0, side_walls=True)
+    assert inflow_sides(calm, 0.0) == 0  # calm: no side is closed
     # the solver builds its coefficients once for the whole gusty run
     solver = _box_scene(n=12, nz=8, wind_direction=0.0, gust_strength=0.3, gust_period=0.25,
                         gust_direction_jitter=12.0)
@@ -423,7 +432,7 @@ def test_estimate_bytes_covers_the_allocation():
     arrays = [solver.u, solver.v, solver.w, solver.pressure, solver.pressure_previous,
               solver.solid, solver._rhs,
               solver._divergence, solver._r, solver._z, solver._d, solver._q, *solver._next,
-              solver._scalars]
+              *(solver._advected or ()), solver._scalars]
     for level in solver.levels:
         arrays += [*level.coef, level.residual]
         if level.transfer_scale is not None:

@@ -1,0 +1,159 @@
+"""Wind-driven snow transport, CUDA build through CuPy (same names, signatures and rules as
+kernels.reference.drift); one launch per function."""
+import numpy as np
+
+from .common import LAUNCH_BLOCK, blocks, get_kernel
+
+SOURCE = r"""
+__device__ __forceinline__ float mean_open(float a, bool open_a, float b, bool open_b) {
+    float wa = open_a ? 1.0f : 0.0f, wb = open_b ? 1.0f : 0.0f;
+    float total = a * wa + b * wb;
+    float count = wa + wb;
+    return count > 0.0f ? total / count : 0.0f;
+}
+
+extern "C" __global__ void surface_wind(const float* __restrict__ u, const float* __restrict__ v,
+                                        const unsigned char* __restrict__ solid,
+                                        float* __restrict__ wind_x, float* __restrict__ wind_y,
+                                        int nx, int ny, int nz) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nx * ny) return;
+    int i = t % nx, j = t / nx;
+    const long long slice = (long long)nx * ny;
+    int k = 0;
+    while (k < nz && solid[k * slice + t] != 0) ++k;
+    if (k == nz) { wind_x[t] = 0.0f; wind_y[t] = 0.0f; return; }
+    const unsigned char* layer = solid + k * slice;
+    bool left = !(i > 0 && layer[t - 1] != 0), right = !(i < nx - 1 && layer[t + 1] != 0);
+    bool front = !(j > 0 && layer[t - nx] != 0), back = !(j < ny - 1 && layer[t + nx] != 0);
+    long long fu = ((long long)k * ny + j) * (nx + 1) + i;
+    long long fv = ((long long)k * (ny + 1) + j) * nx + i;
+    wind_x[t] = mean_open(u[fu], left, u[fu + 1], right);
+    wind_y[t] = mean_open(v[fv], front, v[fv + nx], back);
+}
+
+extern "C" __global__ void saltation_flux(const float* __restrict__ wind_x,
+                                          const float* __restrict__ wind_y, int wnx, int wny,
+                                          float column_x0, float column_y0, float cell_size,
+                                          float hx0, float hy0, float spacing,
+                                          const bool* __restrict__ has_surface,
+                                          float ustar_per_speed, float threshold, float flux_scale,
+                                          float heading_x, float heading_y,
+                                          float* __restrict__ flux_x, float* __restrict__ flux_y,
+                                          int nx, int ny) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nx * ny) return;
+    int i = t % nx, j = t / nx;
+    float fx = 0.0f, fy = 0.0f;
+    if (has_surface[t]) {
+        float half = 0.5f * cell_size;
+        float ox = column_x0 + half, oy = column_y0 + half;
+        float x = hx0 + (float)i * spacing, y = hy0 + (float)j * spacing;
+        float sx = sample_bilinear(wind_x, wnx, wny, ox, oy, cell_size, x, y);
+        float sy = sample_bilinear(wind_y, wnx, wny, ox, oy, cell_size, x, y);
+        float speed = sqrtf(sx * sx + sy * sy);
+        float ustar = ustar_per_speed * speed;
+        float along = sx * heading_x + sy * heading_y;
+        if (ustar > threshold && along > 0.0f) {
+            float q = flux_scale * ((ustar * ustar - threshold * threshold) / ustar);
+            float per_speed = q / speed;
+            fx = per_speed * sx;
+            fy = per_speed * sy;
+        }
+    }
+    flux_x[t] = fx;
+    flux_y[t] = fy;
+}
+
+__device__ __forceinline__ float pair(float q_low, float q_high, float snow_low, float snow_high,
+                                      float surface_low, float surface_high, float courant,
+                                      float max_rise) {
+    float face = 0.5f * (q_low + q_high);
+    float amount = fabsf(face) * courant;
+    float donor = face > 0.0f ? snow_low : snow_high;
+    amount = fminf(amount, 0.25f * donor);
+    float rise = face > 0.0f ? surface_high - surface_low : surface_low - surface_high;
+    if (!(rise <= max_rise)) return 0.0f;
+    return face > 0.0f ? amount : -amount;
+}
+
+__device__ __forceinline__ float edge(float q, float snow, float courant, float inward_sign) {
+    float inward = q * inward_sign;
+    float amount = fminf(fabsf(q) * courant, 0.25f * snow);
+    return inward > 0.0f ? amount : -amount;
+}
+
+extern "C" __global__ void drift_transport(const float* __restrict__ flux_x,
+                                           const float* __restrict__ flux_y,
+                                           const float* __restrict__ height,
+                                           const bool* __restrict__ has_surface,
+                                           const float* __restrict__ snow, float c, float r,
+                                           float* __restrict__ snow_out,
+                                           float* __restrict__ exported, int nx, int ny) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nx * ny) return;
+    int i = t % nx, j = t / nx;
+    float s = snow[t];
+    if (!has_surface[t]) { snow_out[t] = s; return; }
+    float here = height[t] + s;
+    float left, right, down, up;
+    if (i == 0) left = edge(flux_x[t], s, c, 1.0f);
+    else if (has_surface[t - 1]) left = pair(flux_x[t - 1], flux_x[t], snow[t - 1], s, height[t - 1] + snow[t - 1], here, c, r);
+    else left = 0.0f;
+    if (i == nx - 1) right = -edge(flux_x[t], s, c, -1.0f);
+    else if (has_surface[t + 1]) right = pair(flux_x[t], flux_x[t + 1], s, snow[t + 1], here, height[t + 1] + snow[t + 1], c, r);
+    else right = 0.0f;
+    if (j == 0) down = edge(flux_y[t], s, c, 1.0f);
+    else if (has_surface[t - nx]) down = pair(flux_y[t - nx], flux_y[t], snow[t - nx], s, height[t - nx] + snow[t - nx], here, c, r);
+    else down = 0.0f;
+    if (j == ny - 1) up = -edge(flux_y[t], s, c, -1.0f);
+    else if (has_surface[t + nx]) up = pair(flux_y[t], flux_y[t + nx], s, snow[t + nx], here, height[t + nx] + snow[t + nx], c, r);
+    else up = 0.0f;
+    float outflow = fmaxf(-left, 0.0f) + fmaxf(right, 0.0f);
+    outflow = outflow + fmaxf(-down, 0.0f);
+    outflow = outflow + fmaxf(up, 0.0f);
+    float inflow = fmaxf(left, 0.0f) + fmaxf(-right, 0.0f);
+    inflow = inflow + fmaxf(down, 0.0f);
+    inflow = inflow + fmaxf(-up, 0.0f);
+    snow_out[t] = fmaxf(s - outflow, 0.0f) + inflow;
+    float e = 0.0f;
+    if (i == 0) e = e - left;
+    if (i == nx - 1) e = e + right;
+    if (j == 0) e = e - down;
+    if (j == ny - 1) e = e + up;
+    exported[t] = exported[t] + e;
+}
+"""
+
+
+def _kernel(name):
+    return get_kernel(SOURCE, (), name)
+
+
+def surface_wind(u, v, solid, wind_x, wind_y):
+    """Horizontal wind (m/s) at each column's lowest open cell, from its open faces."""
+    nz, ny, nx = solid.shape
+    _kernel("surface_wind")(blocks(nx * ny), (LAUNCH_BLOCK,), (
+        u, v, solid, wind_x, wind_y, np.int32(nx), np.int32(ny), np.int32(nz)))
+
+
+def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,
+                   has_surface, ustar_per_speed, threshold, flux_scale, heading_x, heading_y,
+                   flux_x, flux_y):
+    """Saltation volume flux (m^2/s) per heightmap node along the surface wind."""
+    ny, nx = has_surface.shape
+    wny, wnx = wind_x.shape
+    f = np.float32
+    _kernel("saltation_flux")(blocks(nx * ny), (LAUNCH_BLOCK,), (
+        wind_x, wind_y, np.int32(wnx), np.int32(wny), f(column_x0), f(column_y0), f(cell_size),
+        f(hx0), f(hy0), f(spacing), has_surface, f(ustar_per_speed), f(threshold),
+        f(flux_scale), f(heading_x), f(heading_y), flux_x, flux_y, np.int32(nx), np.int32(ny)))
+
+
+def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
+                    snow_out, exported):
+    """One pairwise transport step into snow_out; the edge's net outflow into exported."""
+    ny, nx = snow_depth.shape
+    _kernel("drift_transport")(blocks(nx * ny), (LAUNCH_BLOCK,), (
+        flux_x, flux_y, height, has_surface, snow_depth, np.float32(courant),
+        np.float32(max_rise), snow_out, exported, np.int32(nx), np.int32(ny)))

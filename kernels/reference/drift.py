@@ -1,0 +1,158 @@
+"""Wind-driven snow transport (saltation), NumPy reference (the test oracle).
+
+Three stages per step:
+
+1. ``surface_wind``: per wind column (ny_w, nx_w), the horizontal wind (m/s) at the centre
+   of the column's lowest open cell, from the open faces beside it (a face on a wall
+   carries the wall's zero normal velocity, not the wind).
+2. ``saltation_flux``: per heightmap node (ny, nx), the friction velocity from the log law
+   u* = ustar_per_speed * |U| (ustar_per_speed = kappa / ln(z_ref / z0)), and above the
+   threshold u*_t the saltation flux of Pomeroy and Gray (1990),
+   Q = 0.68 rho_air u*_t (u*^2 - u*_t^2) / (g u*), as a volume flux of snow along the
+   surface wind: q = flux_scale * (u*^2 - u*_t^2) / u* (m^2/s; flux_scale folds in the
+   constants, the snow density, the time-lapse factor and the user's strength).
+3. ``drift_transport``: each 4-neighbour pair of surface nodes moves the donor-cell flux of
+   its face, min(|q_face| dt / spacing, snow of the donor / 4) metres of depth, from the
+   upwind node to the downwind one; the same amount leaves one node and enters the other,
+   so snow volume is conserved exactly (to float32 rounding). A node gives at most a
+   quarter of its snow through each face, so it never goes negative. On the grid's edge
+   the face carries the edge node's own flux with the same limit, in or out (the terrain
+   beyond the edge is taken to be like the edge: a zero-gradient boundary, so uniform
+   snow under uniform wind stays uniform); the net is added to ``exported`` (m of depth
+   per node) so that the books still balance.
+"""
+import numpy as np
+
+from .sampling import sample_bilinear
+
+F32 = np.float32
+
+
+def surface_wind(u, v, solid, wind_x, wind_y):
+    """wind_x, wind_y (ny_w, nx_w) float32 m/s: the mean of the open u (and v) faces of each
+    column's lowest open cell (a face is open when no solid cell touches it); 0 where
+    neither face is open or the whole column is solid."""
+    nz, ny, nx = solid.shape
+    fluid = solid == 0
+    lowest = np.argmax(fluid, axis=0)             # first open cell from the bottom
+    any_open = fluid.any(axis=0)
+    j, i = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
+    k = lowest
+
+    def cell_solid(kk, jj, ii):
+        inside = (jj >= 0) & (jj < ny) & (ii >= 0) & (ii < nx)
+        return np.where(inside, solid[kk, np.clip(jj, 0, ny - 1), np.clip(ii, 0, nx - 1)] != 0,
+                        False)
+
+    def mean_open(a, open_a, b, open_b):
+        wa = open_a.astype(F32)
+        wb = open_b.astype(F32)
+        total = (a * wa + b * wb).astype(F32)
+        count = (wa + wb).astype(F32)
+        return np.where(count > 0, (total / np.where(count > 0, count, F32(1))).astype(F32),
+                        F32(0)).astype(F32)
+
+    left_open = ~cell_solid(k, j, i - 1)
+    right_open = ~cell_solid(k, j, i + 1)
+    front_open = ~cell_solid(k, j - 1, i)
+    back_open = ~cell_solid(k, j + 1, i)
+    wx = mean_open(u[k, j, i], left_open, u[k, j, i + 1], right_open)
+    wy = mean_open(v[k, j, i], front_open, v[k, j + 1, i], back_open)
+    wind_x[...] = np.where(any_open, wx, F32(0))
+    wind_y[...] = np.where(any_open, wy, F32(0))
+
+
+def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,
+                   has_surface, ustar_per_speed, threshold, flux_scale, heading_x, heading_y,
+                   flux_x, flux_y):
+    """flux_x, flux_y (ny, nx) float32 m^2/s: the saltation volume flux at each heightmap node
+    (origin (hx0, hy0), node ``spacing`` m) from the surface wind of the columns (centres at
+    column_x0 + (i + 0.5) cell_size, ...; sampled bilinearly); 0 at open nodes, where
+    u* <= threshold (m/s), and where the surface wind blows against the wind's heading
+    (heading_x, heading_y), a unit vector: the reversed flow of a lee eddy is sheltered
+    (the log law, made for attached flow, would overstate its shear)."""
+    ny, nx = has_surface.shape
+    half = F32(0.5) * F32(cell_size)
+    x = F32(hx0) + np.arange(nx, dtype=F32)[None, :] * F32(spacing)
+    y = F32(hy0) + np.arange(ny, dtype=F32)[:, None] * F32(spacing)
+    x, y = np.broadcast_to(x, (ny, nx)), np.broadcast_to(y, (ny, nx))
+    ox, oy = F32(F32(column_x0) + half), F32(F32(column_y0) + half)
+    sx = sample_bilinear(wind_x, ox, oy, cell_size, x, y)
+    sy = sample_bilinear(wind_y, ox, oy, cell_size, x, y)
+    speed = np.sqrt((sx * sx + sy * sy).astype(F32)).astype(F32)
+    ustar = (F32(ustar_per_speed) * speed).astype(F32)
+    t = F32(threshold)
+    along = (sx * F32(heading_x) + sy * F32(heading_y)).astype(F32)
+    moving = has_surface & (ustar > t) & (along > 0)
+    safe_ustar = np.where(moving, ustar, F32(1))
+    safe_speed = np.where(moving, speed, F32(1))
+    q = (F32(flux_scale) * ((ustar * ustar - t * t).astype(F32) / safe_ustar)).astype(F32)
+    per_speed = (q / safe_speed).astype(F32)
+    flux_x[...] = np.where(moving, (per_speed * sx).astype(F32), F32(0))
+    flux_y[...] = np.where(moving, (per_speed * sy).astype(F32), F32(0))
+
+
+def _pair_transfer(q_low, q_high, snow_low, snow_high, surface_low, surface_high, both,
+                   courant, max_rise):
+    """Depth (m) each face moves toward the higher index (negative: toward the lower);
+    nothing where the surface rises from donor to receiver by more than ``max_rise`` m
+    (saltating snow does not climb a wall: it piles at its foot)."""
+    face = (F32(0.5) * (q_low + q_high)).astype(F32)
+    amount = (np.abs(face) * F32(courant)).astype(F32)
+    donor_snow = np.where(face > 0, snow_low, snow_high)
+    amount = np.minimum(amount, (F32(0.25) * donor_snow).astype(F32))
+    rise = np.where(face > 0, (surface_high - surface_low).astype(F32),
+                    (surface_low - surface_high).astype(F32))
+    moves = both & (rise <= F32(max_rise))
+    return np.where(moves, np.where(face > 0, amount, -amount), F32(0)).astype(F32)
+
+
+def _edge_transfer(q, snow, courant, inward_sign):
+    """Depth an edge face moves into its node (negative: out of the grid); ``inward_sign``
+    +1 where a positive flux points into the grid (the low edge), -1 on the high edge."""
+    inward = (q * F32(inward_sign)).astype(F32)
+    amount = (np.abs(q) * F32(courant)).astype(F32)
+    amount = np.minimum(amount, (F32(0.25) * snow).astype(F32))
+    return np.where(inward > 0, amount, -amount).astype(F32)
+
+
+def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
+                    snow_out, exported):
+    """One transport step from ``snow_depth`` into ``snow_out`` (both (ny, nx) float32 m, must
+    not alias) over terrain ``height`` (m); courant = dt / spacing (s/m); no transfer up a
+    step of more than ``max_rise`` m (the repose slope times the spacing).
+    ``exported`` (float32 m, accumulated) gains
+    what leaves through the grid's edge minus what blows in there. Then
+    snow_out = max(snow - outflow, 0) + inflow (fixed order, as the redistribution)."""
+    ny, nx = snow_depth.shape
+    zero = F32(0)
+    s = snow_depth
+    surface = (height + s).astype(F32)
+    fx = np.zeros((ny, nx + 1), F32)    # toward +x through the face left of node i
+    fx[:, 1:-1] = _pair_transfer(flux_x[:, :-1], flux_x[:, 1:], s[:, :-1], s[:, 1:],
+                                 surface[:, :-1], surface[:, 1:],
+                                 has_surface[:, :-1] & has_surface[:, 1:], courant, max_rise)
+    fy = np.zeros((ny + 1, nx), F32)
+    fy[1:-1, :] = _pair_transfer(flux_y[:-1, :], flux_y[1:, :], s[:-1, :], s[1:, :],
+                                 surface[:-1, :], surface[1:, :],
+                                 has_surface[:-1, :] & has_surface[1:, :], courant, max_rise)
+    # edges: a positive value is a flow toward +x (+y)
+    fx[:, 0] = np.where(has_surface[:, 0], _edge_transfer(flux_x[:, 0], s[:, 0], courant, 1), zero)
+    fx[:, nx] = np.where(has_surface[:, -1], -_edge_transfer(flux_x[:, -1], s[:, -1], courant, -1), zero)
+    fy[0, :] = np.where(has_surface[0, :], _edge_transfer(flux_y[0, :], s[0, :], courant, 1), zero)
+    fy[ny, :] = np.where(has_surface[-1, :], -_edge_transfer(flux_y[-1, :], s[-1, :], courant, -1), zero)
+    left, right, down, up = fx[:, :-1], fx[:, 1:], fy[:-1, :], fy[1:, :]
+    outflow = (np.maximum(-left, zero) + np.maximum(right, zero)).astype(F32)
+    outflow = (outflow + np.maximum(-down, zero)).astype(F32)
+    outflow = (outflow + np.maximum(up, zero)).astype(F32)
+    inflow = (np.maximum(left, zero) + np.maximum(-right, zero)).astype(F32)
+    inflow = (inflow + np.maximum(down, zero)).astype(F32)
+    inflow = (inflow + np.maximum(-up, zero)).astype(F32)
+    snow_out[...] = (np.maximum(s - outflow, zero) + inflow).astype(F32)
+    # net export through the edge faces of each edge node (0 inside)
+    edge = np.zeros((ny, nx), F32)
+    edge[:, 0] = (edge[:, 0] - fx[:, 0]).astype(F32)
+    edge[:, -1] = (edge[:, -1] + fx[:, nx]).astype(F32)
+    edge[0, :] = (edge[0, :] - fy[0, :]).astype(F32)
+    edge[-1, :] = (edge[-1, :] + fy[ny, :]).astype(F32)
+    exported[...] = (exported + edge).astype(F32)

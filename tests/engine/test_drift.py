@@ -1,0 +1,174 @@
+"""Wind-driven snow transport: the Numba kernels against the NumPy reference (bit for bit),
+exact volume books, erosion where the flux grows and deposition where it shrinks, the
+threshold, the settings' checks, and the lee drift of a snow fence in a whole bake."""
+import math
+
+import numpy as np
+import pytest
+
+from snowfall.kernels.cpu import drift as cpu
+from snowfall.kernels.reference import drift as ref
+from snowfall.snow_addon import Simulation, SnowSettings
+from snowfall.snow_addon import drift as drift_model
+from snowfall.snow_addon.errors import SnowInputError
+from snowfall.snow_addon.scenes import box_test, snow_fence
+
+
+def _random_case(seed, nz=6, ny=7, nx=9, hy=23, hx=31):
+    rng = np.random.default_rng(seed)
+    ground = rng.integers(0, 4, (ny, nx))
+    ground[2, 3] = nz  # a column solid to the top
+    solid = (np.arange(nz)[:, None, None] < ground[None]).astype(np.uint8)
+    u = (5 * rng.standard_normal((nz, ny, nx + 1))).astype(np.float32)
+    v = (5 * rng.standard_normal((nz, ny + 1, nx))).astype(np.float32)
+    has_surface = rng.random((hy, hx)) > 0.1
+    snow = (0.2 * rng.random((hy, hx))).astype(np.float32)
+    height = np.where(rng.random((hy, hx)) > 0.8, 1.0, 0.0).astype(np.float32)  # some walls
+    return solid, u, v, has_surface, snow, height
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_numba_drift_kernels_match_reference_bit_for_bit(seed):
+    solid, u, v, has_surface, snow, height = _random_case(seed)
+    ny, nx = solid.shape[1:]
+    wind = [np.zeros((ny, nx), np.float32) for _ in range(4)]
+    ref.surface_wind(u, v, solid, wind[0], wind[1])
+    cpu.surface_wind(u, v, solid, wind[2], wind[3])
+    np.testing.assert_array_equal(wind[0], wind[2])
+    np.testing.assert_array_equal(wind[1], wind[3])
+    assert wind[0][2, 3] == 0 and wind[1][2, 3] == 0  # no open cell in that column
+    shape = has_surface.shape
+    flux = [np.zeros(shape, np.float32) for _ in range(4)]
+    args = (-1.0, -2.0, 1.5, -0.5, -1.7, 0.4, has_surface, 0.07, 0.3, 0.05, 0.6, 0.8)
+    ref.saltation_flux(wind[0], wind[1], *args, flux[0], flux[1])
+    cpu.saltation_flux(wind[0], wind[1], *args, flux[2], flux[3])
+    np.testing.assert_array_equal(flux[0], flux[2])
+    np.testing.assert_array_equal(flux[1], flux[3])
+    assert np.abs(flux[0]).max() > 0 and not flux[0][~has_surface].any()
+    out = [np.zeros(shape, np.float32) for _ in range(2)]
+    exported = [np.full(shape, 0.01, np.float32) for _ in range(2)]
+    ref.drift_transport(flux[0], flux[1], height, has_surface, snow, 2.0, 0.3, out[0], exported[0])
+    cpu.drift_transport(flux[0], flux[1], height, has_surface, snow, 2.0, 0.3, out[1], exported[1])
+    np.testing.assert_array_equal(out[0], out[1])
+    np.testing.assert_array_equal(exported[0], exported[1])
+
+
+def test_transport_conserves_volume_and_never_goes_negative():
+    solid, u, v, has_surface, snow, height = _random_case(7)
+    shape = has_surface.shape
+    rng = np.random.default_rng(8)
+    flux_x = (0.5 * rng.standard_normal(shape)).astype(np.float32)
+    flux_y = (0.5 * rng.standard_normal(shape)).astype(np.float32)
+    exported = np.zeros(shape, np.float32)
+    before = snow.sum(dtype=np.float64)
+    for _ in range(200):
+        out = np.zeros(shape, np.float32)
+        cpu.drift_transport(flux_x, flux_y, height, has_surface, snow, 3.0, 0.3, out, exported)
+        snow = out
+        assert (snow >= 0).all()
+    after = snow.sum(dtype=np.float64) + exported.sum(dtype=np.float64)
+    # each step conserves to float32 rounding; 200 steps of this churn (every face at its
+    # limit) add up to a few 1e-5
+    assert after == pytest.approx(before, rel=1e-4)
+    assert abs(exported.sum()) > 0  # some snow did cross the edge
+
+
+def _strip(flux, snow=0.1, steps=1, height=None):
+    """1-D strip of surface nodes along x with flux (m^2/s) per node over terrain ``height``
+    (m, flat by default); returns the depth."""
+    flux_x = np.tile(np.asarray(flux, np.float32), (3, 1))
+    has_surface = np.ones(flux_x.shape, bool)
+    depth = np.full(flux_x.shape, snow, np.float32)
+    exported = np.zeros(flux_x.shape, np.float32)
+    height = np.zeros_like(flux_x) if height is None else np.tile(np.float32(height), (3, 1))
+    for _ in range(steps):
+        out = np.zeros_like(depth)
+        ref.drift_transport(flux_x, np.zeros_like(flux_x), height, has_surface, depth, 0.5, 0.2,
+                            out, exported)
+        depth = out
+    return depth[1]
+
+
+def test_uniform_flux_over_uniform_snow_changes_nothing():
+    np.testing.assert_allclose(_strip([0.04] * 12, steps=20), 0.1, rtol=1e-6)  # float32 rounding
+
+
+def test_erosion_where_the_flux_grows_and_deposition_where_it_shrinks():
+    ramp_up = _strip(np.linspace(0.0, 0.04, 12), steps=5)
+    assert ramp_up.max() < 0.1  # scoured all along; the snow blows out over the edge
+    shelter = _strip([0.04] * 6 + [0.0] * 6, steps=5)   # wind dies behind an obstacle
+    # the face fluxes fall from full to half to none across nodes 5 and 6: both gain,
+    # the fetch upwind and the lee beyond keep their snow
+    assert shelter[5] > 0.1 and shelter[6] > 0.1
+    assert np.allclose(shelter[:5], 0.1, rtol=1e-6) and np.allclose(shelter[7:], 0.1, rtol=1e-6)
+
+
+def test_saltating_snow_piles_at_the_foot_of_a_wall_instead_of_climbing_it():
+    wall = [0.0] * 6 + [2.0] * 2 + [0.0] * 4
+    depth = _strip([0.04] * 12, steps=5, height=wall)
+    assert depth[5] > 0.1                       # the windward foot gains
+    assert depth[6] < 0.1                       # the wall top gets nothing from below
+    assert np.allclose(depth[:4], 0.1, rtol=1e-6)  # the fetch upwind is unchanged
+
+
+def test_no_flux_below_the_threshold_and_flux_along_the_wind_above():
+    ny, nx = 4, 5
+    wind_x = np.full((ny, nx), 3.0, np.float32)
+    wind_y = np.full((ny, nx), 4.0, np.float32)          # |U| = 5 m/s
+    has_surface = np.ones((6, 7), bool)
+    out = [np.zeros((6, 7), np.float32) for _ in range(2)]
+    per_speed = 0.3 / 5.0                                 # u* = 0.3 m/s
+    ref.saltation_flux(wind_x, wind_y, 0.0, 0.0, 1.0, 0.5, 0.5, 0.5, has_surface, per_speed, 0.31,
+                       1.0, 1.0, 0.0, *out)
+    assert not out[0].any() and not out[1].any()
+    ref.saltation_flux(wind_x, wind_y, 0.0, 0.0, 1.0, 0.5, 0.5, 0.5, has_surface, per_speed, 0.2,
+                       2.0, 1.0, 0.0, *out)
+    expected = 2.0 * (0.3 ** 2 - 0.2 ** 2) / 0.3          # flux_scale (u*^2 - u*_t^2) / u*
+    np.testing.assert_allclose(np.hypot(*out), expected, rtol=1e-5)
+    np.testing.assert_allclose(out[1] / out[0], 4.0 / 3.0, rtol=1e-5)
+    # a surface wind against the heading (a lee eddy's reversed flow) moves nothing
+    ref.saltation_flux(wind_x, wind_y, 0.0, 0.0, 1.0, 0.5, 0.5, 0.5, has_surface, per_speed, 0.2,
+                       2.0, -1.0, 0.0, *out)
+    assert not out[0].any() and not out[1].any()
+
+
+def test_constants_follow_the_cited_sources():
+    settings = SnowSettings()
+    # Pomeroy and Gray (1990) at u* = 0.5, u*_t = 0.32: 0.68 rho u*_t (u*^2 - u*_t^2) / (g u*)
+    q_mass = 0.68 * 1.23 * 0.32 * (0.25 - 0.32 ** 2) / (9.81 * 0.5)
+    per_unit = drift_model.flux_scale(settings.replace(snowfall_rate=0.0)) * (0.25 - 0.32 ** 2) / 0.5
+    assert per_unit == pytest.approx(q_mass / drift_model.DRIFT_SNOW_DENSITY, rel=1e-9)
+    # the thresholds are Li and Pomeroy's (1997) mean 10 m speeds through the log law
+    for snow_type, speed_10m in (("dry", 7.7), ("wet", 9.9)):
+        ustar = 0.41 * speed_10m / math.log(10.0 / 5e-4)
+        assert drift_model.threshold(SnowSettings(snow_type=snow_type)) == pytest.approx(ustar, abs=0.01)
+
+
+@pytest.mark.parametrize("changes, setting", [
+    ({"drift_threshold": -0.1}, "drift_threshold"),
+    ({"drift_threshold": float("nan")}, "drift_threshold"),
+    ({"drift_strength": -1.0}, "drift_strength"),
+    ({"drift_strength": float("nan")}, "drift_strength"),
+    ({"roughness_length": 0.0}, "roughness_length"),
+    ({"roughness_length": 0.4}, "roughness_length"),   # above half a 0.625 m wind cell
+    ({"drift_enabled": "yes"}, "drift_enabled"),
+])
+def test_bad_drift_settings_name_the_setting_before_anything_runs(changes, setting):
+    settings = SnowSettings(heightmap_resolution=32, wind_resolution=32, flake_count=100, **changes)
+    with pytest.raises(SnowInputError) as error:
+        Simulation(settings, *box_test(), backend="cpu")
+    assert error.value.setting == setting
+
+
+def test_volume_books_balance_with_drift_in_a_bake():
+    settings = SnowSettings(heightmap_resolution=48, wind_resolution=16, flake_count=3000,
+                            snowfall_rate=60.0, wind_speed=12.0, seed=5)
+    sim = Simulation(settings, *box_test(), backend="cpu")
+    d = sim.step(120)
+    assert d.deposited_volume > 0 and d.drifted_out_volume != 0
+    assert d.snow_volume + d.drifted_out_volume == pytest.approx(d.deposited_volume, rel=1e-5)
+    # a resumed bake carries the drift's books
+    state = sim.state_dict()
+    again = Simulation(settings, *box_test(), backend="cpu")
+    again.load_state_dict(state)
+    np.testing.assert_array_equal(sim.step(5).snow_volume, again.step(5).snow_volume)
