@@ -245,6 +245,9 @@ class WindSolver:
         # the pressure of the step before: the warm start extrapolates 2 p_n - p_(n-1)
         self.pressure_previous = xp.zeros(shape, F32)
         self.solid = xp.zeros(shape, np.uint8)
+        # open_blocks(solid): where the advection's samples need no mask (derived from solid
+        # by update_obstacles and load_state_dict; all open while nothing is solid)
+        self._open_blocks = xp.full(shape, 7, np.uint8)
         self._rhs = xp.zeros(shape, F32)
         self._divergence = xp.zeros(shape, F32)
         # CG vectors: residual, preconditioned residual, search direction, A * direction
@@ -278,9 +281,10 @@ class WindSolver:
         cells = grid.cell_count
         faces = sum(a * b * c for a, b, c in _face_shapes(grid.shape))
         # u, v, w and their advection buffers (two for MacCormack); pressure, previous
-        # pressure, rhs, divergence, 4 CG vectors; solid plus the CG scalars (float64)
+        # pressure, rhs, divergence, 4 CG vectors; solid and open blocks plus the CG
+        # scalars (float64)
         buffers = 3 if settings.advection == "maccormack" else 2
-        return total + 4 * buffers * faces + 4 * 8 * cells + cells + 8 * 8
+        return total + 4 * buffers * faces + 4 * 8 * cells + 2 * cells + 8 * 8
 
     # --- inputs ------------------------------------------------------------------------
     def inflow(self, time: float) -> tuple[float, float]:
@@ -303,6 +307,7 @@ class WindSolver:
         self._wind.solid_from_heightmap(height, snow_depth, float(heightmap.x0), float(heightmap.y0),
                                         float(heightmap.spacing), float(g.x0), float(g.y0),
                                         float(g.z0), float(g.cell_size), self.solid)
+        self._wind.open_blocks(self.solid, self._open_blocks)
         self._coefficients_for = None
         self.obstacle_projection = None
         if self.settings.pressure_solver == "mgpcg" and bool((before != self.solid).any()):
@@ -349,12 +354,13 @@ class WindSolver:
         un, vn, wn = self._next
         if self._advected is None:
             self._wind.advect_velocity(self.u, self.v, self.w, self.solid, vx, vy, sides, h, dt,
-                                       un, vn, wn)
+                                       un, vn, wn, blocks=self._open_blocks)
         else:
             self._wind.advect_velocity(self.u, self.v, self.w, self.solid, vx, vy, sides, h, dt,
-                                       *self._advected)
+                                       *self._advected, blocks=self._open_blocks)
             self._wind.correct_advection(self.u, self.v, self.w, self.solid, vx, vy, sides, h,
-                                         dt, *self._advected, un, vn, wn)
+                                         dt, *self._advected, un, vn, wn,
+                                         blocks=self._open_blocks)
         self._next = (self.u, self.v, self.w)
         self.u, self.v, self.w = un, vn, wn
         self._ensure_coefficients(sides)
@@ -526,4 +532,5 @@ class WindSolver:
         for name in self._STATE_KEYS:
             current = getattr(self, name)
             current[...] = self.backend.asarray(state[name], dtype=current.dtype)
+        self._wind.open_blocks(self.solid, self._open_blocks)
         self._coefficients_for = None

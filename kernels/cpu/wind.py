@@ -35,15 +35,15 @@ def _departure(x, y, z, vx, vy, vz, h, dt, sx, sy, sz):
 
 
 @numba.njit(cache=True)
-def _interior(field, adv, solid, component, correct, x, y, z, vx, vy, vz, h, dt, sx, sy, sz,
+def _interior(field, adv, solid, blocks, component, correct, x, y, z, vx, vy, vz, h, dt, sx, sy, sz,
               own, adv_own):
     """The semi-Lagrangian value at a face (correct False) or its MacCormack correction."""
     gx, gy, gz = _departure(x, y, z, vx, vy, vz, h, dt, sx, sy, sz)
     if not correct:
-        return sample_open(field, solid, component, gx, gy, gz, own)
-    low, high = open_range(field, solid, component, gx, gy, gz, own)
+        return sample_open(field, solid, blocks, component, gx, gy, gz, own)
+    low, high = open_range(field, solid, blocks, component, gx, gy, gz, own)
     bx, by, bz = _departure(x, y, z, vx, vy, vz, h, np.float32(-dt), sx, sy, sz)
-    back = sample_open(adv, solid, component, bx, by, bz, adv_own)
+    back = sample_open(adv, solid, blocks, component, bx, by, bz, adv_own)
     value = np.float32(adv_own + np.float32(0.5) * np.float32(own - back))
     return min(max(value, low), high)
 
@@ -54,7 +54,7 @@ def _quarter(a, b, c, d):
 
 
 @numba.njit(parallel=True, cache=True)
-def _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, u_adv, v_adv,
+def _advect(u, v, w, solid, blocks, inflow_x, inflow_y, inflow_sides, cell_size, dt, u_adv, v_adv,
             w_adv, correct, u_out, v_out, w_out):
     nz, ny, nx = solid.shape
     h = np.float32(cell_size)
@@ -90,7 +90,7 @@ def _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, u_a
                 ir = min(src, nx - 1)
                 fy = _quarter(v[k, j, il], v[k, j, ir], v[k, j + 1, il], v[k, j + 1, ir])
                 fz = _quarter(w[k, j, il], w[k, j, ir], w[k + 1, j, il], w[k + 1, j, ir])
-                val = _interior(u, u_adv, solid, 0, correct, np.float32(src) * h, y, z,
+                val = _interior(u, u_adv, solid, blocks, 0, correct, np.float32(src) * h, y, z,
                                 u[k, j, src], fy, fz, h, dt, zero, half, half, u[k, j, src],
                                 u_adv[k, j, src])
             if (i > 0 and solid[k, j, i - 1] != 0) or (i < nx and solid[k, j, i] != 0):
@@ -114,7 +114,7 @@ def _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, u_a
                 fx = _quarter(u[k, jl, i], u[k, jl, i + 1], u[k, jr, i], u[k, jr, i + 1])
                 fz = _quarter(w[k, jl, i], w[k, jr, i], w[k + 1, jl, i], w[k + 1, jr, i])
                 x = (np.float32(i) + half) * h
-                val = _interior(v, v_adv, solid, 1, correct, x, np.float32(src) * h, z, fx,
+                val = _interior(v, v_adv, solid, blocks, 1, correct, x, np.float32(src) * h, z, fx,
                                 v[k, src, i], fz, h, dt, half, zero, half, v[k, src, i],
                                 v_adv[k, src, i])
             if (j > 0 and solid[k, j - 1, i] != 0) or (j < ny and solid[k, j, i] != 0):
@@ -139,26 +139,69 @@ def _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, u_a
                 fx = _quarter(u[kl, j, i], u[kl, j, i + 1], u[kr, j, i], u[kr, j, i + 1])
                 fy = _quarter(v[kl, j, i], v[kl, j + 1, i], v[kr, j, i], v[kr, j + 1, i])
                 x = (np.float32(i) + half) * h
-                val = _interior(w, w_adv, solid, 2, correct, x, y, z, fx, fy, w[k, j, i], h,
+                val = _interior(w, w_adv, solid, blocks, 2, correct, x, y, z, fx, fy, w[k, j, i], h,
                                 dt, half, half, zero, w[k, j, i], w_adv[k, j, i])
             w_out[k, j, i] = val
 
 
+@numba.njit(parallel=True, cache=True)
+def open_blocks(solid, out):
+    """out[k, j, i] bit C (1 u, 2 v, 4 w): every face of component C in the 2 x 2 x 2
+    block from face index (k, j, i) is open (see the reference): no solid cell among
+    u: cells k..k+1, j..j+1, i-1..i+1; v: k..k+1, j-1..j+1, i..i+1; w: k-1..k+1, j..j+1,
+    i..i+1 (cells outside the grid count as fluid)."""
+    nz, ny, nx = solid.shape
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            u_open = True
+            v_open = True
+            w_open = True
+            for dk in range(-1, 2):
+                kk = k + dk
+                if kk < 0 or kk >= nz:
+                    continue
+                for dj in range(-1, 2):
+                    jj = j + dj
+                    if jj < 0 or jj >= ny:
+                        continue
+                    for di in range(-1, 2):
+                        ii = i + di
+                        if ii < 0 or ii >= nx or solid[kk, jj, ii] == 0:
+                            continue
+                        if dk >= 0 and dj >= 0:
+                            u_open = False
+                        if dk >= 0 and di >= 0:
+                            v_open = False
+                        if dj >= 0 and di >= 0:
+                            w_open = False
+            out[k, j, i] = (1 if u_open else 0) | (2 if v_open else 0) | (4 if w_open else 0)
+
+
+def _blocks_of(solid, blocks):
+    if blocks is None:
+        blocks = np.empty(solid.shape, np.uint8)
+        open_blocks(solid, blocks)
+    return blocks
+
+
 def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-                    u_out, v_out, w_out):
+                    u_out, v_out, w_out, blocks=None):
     """Semi-Lagrangian self-advection over dt (s), sampling open faces only, plus the
     boundary conditions (inflow through the sides of the bit mask ``inflow_sides``, see
-    the reference)."""
-    _advect(u, v, w, solid, inflow_x, inflow_y, int(inflow_sides), cell_size, dt, u, v, w,
-            False, u_out, v_out, w_out)
+    the reference). ``blocks``: open_blocks(solid) when the caller keeps it (computed here
+    otherwise); the result does not depend on it."""
+    _advect(u, v, w, solid, _blocks_of(solid, blocks), inflow_x, inflow_y, int(inflow_sides),
+            cell_size, dt, u, v, w, False, u_out, v_out, w_out)
 
 
 def correct_advection(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-                      u_adv, v_adv, w_adv, u_out, v_out, w_out):
+                      u_adv, v_adv, w_adv, u_out, v_out, w_out, blocks=None):
     """MacCormack correction of advect_velocity's result (u_adv, v_adv, w_adv); see the
     reference."""
-    _advect(u, v, w, solid, inflow_x, inflow_y, int(inflow_sides), cell_size, dt, u_adv,
-            v_adv, w_adv, True, u_out, v_out, w_out)
+    _advect(u, v, w, solid, _blocks_of(solid, blocks), inflow_x, inflow_y, int(inflow_sides),
+            cell_size, dt, u_adv, v_adv, w_adv, True, u_out, v_out, w_out)
 
 
 @numba.njit(parallel=True, cache=True)

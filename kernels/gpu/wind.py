@@ -38,21 +38,40 @@ __device__ __forceinline__ Corners corners(int ni, int nj, int nk, float gx, flo
 
 __device__ __forceinline__ float mix(float a, float b, float t) { return a * (1.0f - t) + b * t; }
 
+// Bit C of blocks[k0][j0][i0] (open_blocks): all faces of component C in the 2 x 2 x 2
+// block from (k0, j0, i0) are open, so the corners need no mask (the plain trilinear path).
+template <int C>
+__device__ __forceinline__ bool block_open(const unsigned char* __restrict__ blocks, const Corners& q,
+                                           int nx, int ny) {
+    return (__ldg(blocks + (q.k0 * ny + q.j0) * nx + q.i0) >> C) & 1;
+}
+
 // Trilinear value over the open faces only (kernels.reference.sampling.sample_open).
 template <int C>
 __device__ __forceinline__ float sample_open(const float* __restrict__ field, int ni, int nj, int nk,
                                              const unsigned char* __restrict__ solid,
+                                             const unsigned char* __restrict__ blocks,
                                              int nx, int ny, int nz,
                                              float gx, float gy, float gz, float fallback) {
     Corners q = corners(ni, nj, nk, gx, gy, gz);
+    float value[4];
+    if (block_open<C>(blocks, q, nx, ny)) {
+        // all eight open: the same operations as below with every mask 1 (same bits)
+        for (int r = 0; r < 4; ++r) {
+            int k = r < 2 ? q.k0 : q.k1, j = (r & 1) ? q.j1 : q.j0;
+            const float* row = field + (k * nj + j) * ni;
+            value[r] = __ldg(row + q.i0) * (1.0f - q.tx) + __ldg(row + q.i1) * q.tx;
+        }
+        return mix(mix(value[0], value[1], q.ty), mix(value[2], value[3], q.ty), q.tz);
+    }
     float m[8];
-    float value[4], weight[4];
+    float weight[4];
     for (int r = 0; r < 4; ++r) {
         int k = r < 2 ? q.k0 : q.k1, j = (r & 1) ? q.j1 : q.j0;
         m[2 * r] = open_mask<C>(solid, k, j, q.i0, nx, ny, nz);
         m[2 * r + 1] = open_mask<C>(solid, k, j, q.i1, nx, ny, nz);
         float w0 = m[2 * r] * (1.0f - q.tx), w1 = m[2 * r + 1] * q.tx;
-        const float* row = field + ((long long)k * nj + j) * ni;
+        const float* row = field + (k * nj + j) * ni;
         value[r] = __ldg(row + q.i0) * w0 + __ldg(row + q.i1) * w1;
         weight[r] = w0 + w1;
     }
@@ -67,15 +86,24 @@ __device__ __forceinline__ float sample_open(const float* __restrict__ field, in
 template <int C>
 __device__ __forceinline__ void open_range(const float* __restrict__ field, int ni, int nj, int nk,
                                            const unsigned char* __restrict__ solid,
+                                           const unsigned char* __restrict__ blocks,
                                            int nx, int ny, int nz, float gx, float gy, float gz,
                                            float fallback, float &low, float &high) {
     Corners q = corners(ni, nj, nk, gx, gy, gz);
     low = __int_as_float(0x7f800000); high = -low;  // +inf, -inf
+    if (block_open<C>(blocks, q, nx, ny)) {  // all eight open, the same order
+        for (int r = 0; r < 8; ++r) {
+            int k = r < 4 ? q.k0 : q.k1, j = (r & 2) ? q.j1 : q.j0, i = (r & 1) ? q.i1 : q.i0;
+            float f = __ldg(field + (k * nj + j) * ni + i);
+            low = fminf(low, f); high = fmaxf(high, f);
+        }
+        return;
+    }
     bool found = false;
     for (int r = 0; r < 8; ++r) {
         int k = r < 4 ? q.k0 : q.k1, j = (r & 2) ? q.j1 : q.j0, i = (r & 1) ? q.i1 : q.i0;
         if (open_mask<C>(solid, k, j, i, nx, ny, nz) != 0.0f) {
-            float f = __ldg(field + ((long long)k * nj + j) * ni + i);
+            float f = __ldg(field + (k * nj + j) * ni + i);
             low = fminf(low, f); high = fmaxf(high, f); found = true;
         }
     }
@@ -86,19 +114,20 @@ __device__ __forceinline__ void open_range(const float* __restrict__ field, int 
 template <int C, bool CORRECT>
 __device__ __forceinline__ float interior(const float* __restrict__ field, const float* __restrict__ adv,
                                           int ni, int nj, int nk,
-                                          const unsigned char* __restrict__ solid, int nx, int ny, int nz,
+                                          const unsigned char* __restrict__ solid,
+                                          const unsigned char* __restrict__ blocks, int nx, int ny, int nz,
                                           float x, float y, float z, float vx, float vy, float vz,
                                           float h, float dt, float sx, float sy, float sz,
                                           float own, float adv_own) {
     float inv = 1.0f / h;
     float gx = (x - dt * vx) * inv, gy = (y - dt * vy) * inv, gz = (z - dt * vz) * inv;
     if (!CORRECT)
-        return sample_open<C>(field, ni, nj, nk, solid, nx, ny, nz, gx - sx, gy - sy, gz - sz, own);
+        return sample_open<C>(field, ni, nj, nk, solid, blocks, nx, ny, nz, gx - sx, gy - sy, gz - sz, own);
     float low, high;
-    open_range<C>(field, ni, nj, nk, solid, nx, ny, nz, gx - sx, gy - sy, gz - sz, own, low, high);
+    open_range<C>(field, ni, nj, nk, solid, blocks, nx, ny, nz, gx - sx, gy - sy, gz - sz, own, low, high);
     float back_dt = -dt;
     float bx = (x - back_dt * vx) * inv, by = (y - back_dt * vy) * inv, bz = (z - back_dt * vz) * inv;
-    float back = sample_open<C>(adv, ni, nj, nk, solid, nx, ny, nz, bx - sx, by - sy, bz - sz, adv_own);
+    float back = sample_open<C>(adv, ni, nj, nk, solid, blocks, nx, ny, nz, bx - sx, by - sy, bz - sz, adv_own);
     float value = adv_own + 0.5f * (own - back);
     return fminf(fmaxf(value, low), high);
 }
@@ -126,6 +155,7 @@ template <bool CORRECT>
 __device__ __forceinline__ float advect_u(const float* __restrict__ u, const float* __restrict__ v,
                                          const float* __restrict__ w, const float* __restrict__ ua,
                                          const unsigned char* __restrict__ solid,
+                                         const unsigned char* __restrict__ blocks,
                                          float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
     SIDE_FLAGS
@@ -143,7 +173,7 @@ __device__ __forceinline__ float advect_u(const float* __restrict__ u, const flo
         int f = (k * ny + j) * (nx + 1) + src;
         float fx = __ldg(u + f);
         float y = ((float)j + 0.5f) * h, z = ((float)k + 0.5f) * h;
-        val = interior<0, CORRECT>(u, ua, nx + 1, ny, nz, solid, nx, ny, nz, (float)src * h, y, z,
+        val = interior<0, CORRECT>(u, ua, nx + 1, ny, nz, solid, blocks, nx, ny, nz, (float)src * h, y, z,
                                    fx, fy, fz, h, dt, 0.0f, 0.5f, 0.5f, fx, CORRECT ? __ldg(ua + f) : 0.0f);
     }
     if ((i > 0 && SOLID(k, j, i - 1)) || (i < nx && SOLID(k, j, i))) val = 0.0f;
@@ -154,6 +184,7 @@ template <bool CORRECT>
 __device__ __forceinline__ float advect_v(const float* __restrict__ u, const float* __restrict__ v,
                                          const float* __restrict__ w, const float* __restrict__ va,
                                          const unsigned char* __restrict__ solid,
+                                         const unsigned char* __restrict__ blocks,
                                          float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
     SIDE_FLAGS
@@ -172,7 +203,7 @@ __device__ __forceinline__ float advect_v(const float* __restrict__ u, const flo
         int f = (k * (ny + 1) + src) * nx + i;
         float fy = __ldg(v + f);
         float x = ((float)i + 0.5f) * h, z = ((float)k + 0.5f) * h;
-        val = interior<1, CORRECT>(v, va, nx, ny + 1, nz, solid, nx, ny, nz, x, (float)src * h, z,
+        val = interior<1, CORRECT>(v, va, nx, ny + 1, nz, solid, blocks, nx, ny, nz, x, (float)src * h, z,
                                    fx, fy, fz, h, dt, 0.5f, 0.0f, 0.5f, fy, CORRECT ? __ldg(va + f) : 0.0f);
     }
     if ((j > 0 && SOLID(k, j - 1, i)) || (j < ny && SOLID(k, j, i))) val = 0.0f;
@@ -183,6 +214,7 @@ template <bool CORRECT>
 __device__ __forceinline__ float advect_w(const float* __restrict__ u, const float* __restrict__ v,
                                          const float* __restrict__ w, const float* __restrict__ wa,
                                          const unsigned char* __restrict__ solid,
+                                         const unsigned char* __restrict__ blocks,
                                          float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
     SIDE_FLAGS
@@ -198,7 +230,7 @@ __device__ __forceinline__ float advect_w(const float* __restrict__ u, const flo
     int f = (k * ny + j) * nx + i;
     float fz = __ldg(w + f);
     float x = ((float)i + 0.5f) * h, y = ((float)j + 0.5f) * h, z = (float)k * h;
-    return interior<2, CORRECT>(w, wa, nx, ny, nz + 1, solid, nx, ny, nz, x, y, z, fx, fy, fz, h, dt,
+    return interior<2, CORRECT>(w, wa, nx, ny, nz + 1, solid, blocks, nx, ny, nz, x, y, z, fx, fy, fz, h, dt,
                                 0.5f, 0.5f, 0.0f, fz, CORRECT ? __ldg(wa + f) : 0.0f);
 }
 
@@ -207,6 +239,7 @@ __device__ __forceinline__ float advect_w(const float* __restrict__ u, const flo
 template <bool CORRECT>
 __global__ void advect(const float* __restrict__ u, const float* __restrict__ v,
                        const float* __restrict__ w, const unsigned char* __restrict__ solid,
+                       const unsigned char* __restrict__ blocks,
                        float vx, float vy, int sides, float h, float dt,
                        const float* __restrict__ ua, const float* __restrict__ va,
                        const float* __restrict__ wa,
@@ -214,11 +247,11 @@ __global__ void advect(const float* __restrict__ u, const float* __restrict__ v,
                        float* __restrict__ wo, int nx, int ny, int nz) {
     FACE3
     if (j < ny && k < nz)
-        uo[(k * ny + j) * (nx + 1) + i] = advect_u<CORRECT>(u, v, w, ua, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
+        uo[(k * ny + j) * (nx + 1) + i] = advect_u<CORRECT>(u, v, w, ua, solid, blocks, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
     if (i < nx && k < nz)
-        vo[(k * (ny + 1) + j) * nx + i] = advect_v<CORRECT>(u, v, w, va, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
+        vo[(k * (ny + 1) + j) * nx + i] = advect_v<CORRECT>(u, v, w, va, solid, blocks, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
     if (i < nx && j < ny)
-        wo[(k * ny + j) * nx + i] = advect_w<CORRECT>(u, v, w, wa, solid, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
+        wo[(k * ny + j) * nx + i] = advect_w<CORRECT>(u, v, w, wa, solid, blocks, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
 }
 
 extern "C" __global__ void divergence(const float* __restrict__ u, const float* __restrict__ v,
@@ -266,6 +299,35 @@ __global__ void project(float* __restrict__ u, float* __restrict__ v, float* __r
         if (c != 0.0f)
             w[t] = w[t] - (s * c) * (PAT(in, t) - PAT(k > 0, t - nx * ny));
     }
+}
+
+// out[k][j][i] bit C (1 u, 2 v, 4 w): every face of component C in the 2 x 2 x 2 block from
+// face index (k, j, i) that exists is open, i.e. no solid cell among the cells those faces
+// touch: u: cells k..k+1, j..j+1, i-1..i+1; v: k..k+1, j-1..j+1, i..i+1; w: k-1..k+1,
+// j..j+1, i..i+1 (cells outside the grid count as fluid).
+extern "C" __global__ void open_blocks(const unsigned char* __restrict__ solid,
+                                       unsigned char* __restrict__ out, int nx, int ny, int nz) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int k = blockIdx.z;
+    if (i >= nx || j >= ny) return;
+    bool u = true, v = true, w = true;
+    for (int dk = -1; dk <= 1; ++dk) {
+        int kk = k + dk;
+        if (kk < 0 || kk >= nz) continue;
+        for (int dj = -1; dj <= 1; ++dj) {
+            int jj = j + dj;
+            if (jj < 0 || jj >= ny) continue;
+            for (int di = -1; di <= 1; ++di) {
+                int ii = i + di;
+                if (ii < 0 || ii >= nx || solid[(kk * ny + jj) * nx + ii] == 0) continue;
+                if (dk >= 0 && dj >= 0) u = false;
+                if (dk >= 0 && di >= 0) v = false;
+                if (dj >= 0 && di >= 0) w = false;
+            }
+        }
+    }
+    out[(k * ny + j) * nx + i] = (u ? 1 : 0) | (v ? 2 : 0) | (w ? 4 : 0);
 }
 
 extern "C" __global__ void solid_from_heightmap(const float* __restrict__ height,
@@ -321,29 +383,45 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
         f(x0), f(y0), f(z0), f(cell_size), solid, np.int32(nx), np.int32(ny), np.int32(nz)))
 
 
-def _advect(name, u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, adv, out):
+def open_blocks(solid, out):
+    """out[k, j, i] (uint8, the cell shape): bit C (1 u, 2 v, 4 w) set when every face of
+    component C in the 2 x 2 x 2 block from face index (k, j, i) is open (see the
+    reference). Computed when the obstacles change; the advection kernels take the plain
+    trilinear path where a sample's block is open."""
     nz, ny, nx = solid.shape
+    grid, block = _tiles(nx, ny, nz)
+    _kernel("open_blocks")(grid, block, (solid, out, np.int32(nx), np.int32(ny), np.int32(nz)))
+
+
+def _advect(name, u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, adv, out,
+            blocks):
+    nz, ny, nx = solid.shape
+    if blocks is None:
+        import cupy
+        blocks = cupy.empty(solid.shape, np.uint8)
+        open_blocks(solid, blocks)
     f = np.float32
     grid, block = _tiles(nx + 1, ny + 1, nz + 1)
     _kernel(name)(grid, block, (
-        u, v, w, solid, f(inflow_x), f(inflow_y), np.int32(inflow_sides), f(cell_size), f(dt),
-        *adv, *out, np.int32(nx), np.int32(ny), np.int32(nz)))
+        u, v, w, solid, blocks, f(inflow_x), f(inflow_y), np.int32(inflow_sides), f(cell_size),
+        f(dt), *adv, *out, np.int32(nx), np.int32(ny), np.int32(nz)))
 
 
 def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-                    u_out, v_out, w_out):
+                    u_out, v_out, w_out, blocks=None):
     """Semi-Lagrangian self-advection over dt (s), sampling open faces only, plus the
     boundary conditions (inflow through the sides of the bit mask ``inflow_sides``; one
-    launch)."""
+    launch). ``blocks``: open_blocks(solid) when the caller keeps it (computed here
+    otherwise); the result does not depend on it."""
     _advect("advect<false>", u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-            (u, v, w), (u_out, v_out, w_out))
+            (u, v, w), (u_out, v_out, w_out), blocks)
 
 
 def correct_advection(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-                      u_adv, v_adv, w_adv, u_out, v_out, w_out):
+                      u_adv, v_adv, w_adv, u_out, v_out, w_out, blocks=None):
     """MacCormack correction of advect_velocity's result (one launch; see the reference)."""
     _advect("advect<true>", u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-            (u_adv, v_adv, w_adv), (u_out, v_out, w_out))
+            (u_adv, v_adv, w_adv), (u_out, v_out, w_out), blocks)
 
 
 def divergence(u, v, w, solid, scale, out):

@@ -82,6 +82,28 @@ def face_open(solid):
     return tuple(a.astype(F32) for a in (u_open, v_open, w_open))
 
 
+def open_blocks(solid, out):
+    """out[k, j, i] (uint8, the cell shape): bit C (1 u, 2 v, 4 w) set when every face of
+    component C in the 2 x 2 x 2 block whose lowest face index is (k, j, i) is open (faces
+    past the end of the face array left out). A trilinear sample whose lower corner is
+    (k, j, i) then has all eight corners open, and ``sample_open`` is exactly the plain
+    trilinear value: the CPU and GPU builds take that path without reading the mask there
+    (computed once per obstacle refresh). The reference's own advection does not need it."""
+    nz, ny, nx = solid.shape
+    result = np.zeros((nz, ny, nx), np.uint8)
+    for bit, is_open in zip((1, 2, 4), face_open(solid)):
+        # pad the far ends with open faces, then AND the eight shifted copies
+        padded = np.ones(tuple(n + 1 for n in is_open.shape), bool)
+        padded[:is_open.shape[0], :is_open.shape[1], :is_open.shape[2]] = is_open > 0
+        block = np.ones((nz, ny, nx), bool)
+        for a in (0, 1):
+            for b in (0, 1):
+                for c in (0, 1):
+                    block &= padded[a:a + nz, b:b + ny, c:c + nx]
+        result |= np.where(block, np.uint8(bit), np.uint8(0))
+    out[...] = result
+
+
 def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid):
     """solid[k, j, i] = 1 where the cell centre lies below the bilinear height + snow depth
     (heightmap arrays (ny_h, nx_h) float32 m, origin (hx0, hy0), node spacing m) sampled at
@@ -249,24 +271,27 @@ def _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, adv
 
 
 def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-                    u_out, v_out, w_out):
+                    u_out, v_out, w_out, blocks=None):
     """Semi-Lagrangian self-advection of each face component over ``dt`` seconds (back-trace
     with the full velocity at the face: the component itself and the trilinear (4-face
     average) other two; trilinear sampling over open faces, clamped at the domain), then
     the boundary conditions for inflow (inflow_x, inflow_y) m/s through ``inflow_sides``
-    (bit mask; see the module's rules). Writes u_out, v_out, w_out."""
+    (bit mask; see the module's rules). Writes u_out, v_out, w_out. ``blocks``
+    (open_blocks of ``solid``) lets the CPU and GPU builds skip the mask where a sample's
+    corners are all open; the result does not depend on it, and the reference ignores it."""
     _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, None,
             u_out, v_out, w_out)
 
 
 def correct_advection(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-                      u_adv, v_adv, w_adv, u_out, v_out, w_out):
+                      u_adv, v_adv, w_adv, u_out, v_out, w_out, blocks=None):
     """MacCormack step after ``advect_velocity`` (Selle et al. 2008): (u_adv, v_adv, w_adv)
     are its semi-Lagrangian result from (u, v, w); each face gets
     clamp(adv + (field - forward(adv)) / 2) over the samples its back-trace used, then the
     same boundary rules. Second order where the flow is smooth: the semi-Lagrangian step
     alone diffuses like a viscosity of about 0.1 h^2 / dt, enough to grow a slow layer
-    over terrain. Writes u_out, v_out, w_out (must not alias the inputs)."""
+    over terrain. Writes u_out, v_out, w_out (must not alias the inputs). ``blocks``: as
+    in advect_velocity."""
     _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
             (u_adv, v_adv, w_adv), u_out, v_out, w_out)
 
