@@ -1,6 +1,7 @@
 """Bake and Resume: step the engine frame by frame; each finished frame goes to the bake
 folder on disk (flakes, snow depth, engine checkpoint: snow_addon/bake_cache.py) on a
-background thread, and into Blender (snow depth attributes) on the main thread.
+background thread; Blender shows the snow through a Geometry Nodes surface reading the
+folder's depth files (older bakes: one snow depth attribute per frame on the terrain).
 
 ``BakeJob`` is plain Python: it validates everything before it changes anything, then
 advances one simulation substep per ``advance()`` call, so a caller decides how much work
@@ -35,8 +36,10 @@ from ..snow_addon import bake_cache
 from ..snow_addon.bake_cache import BakeCacheError, BakeFolder, BakeWriter, CommitRecord
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.settings import SnowSettings
-from ..properties import DEFAULT_CACHE_FOLDER, terrain_objects, to_snow_settings, unit_scale
+from ..properties import (DEFAULT_CACHE_FOLDER, resume_available, terrain_objects,  # noqa: F401
+                          to_snow_settings, unit_scale)
 from . import particle_output, snow_output, snow_surface
+from .frame_store import FrameStore, flake_file_name
 from .scene_io import read_terrain, resolve_cache_folder
 
 FLAKE_EMITTER_NAME = "Snowfall Flakes"
@@ -48,13 +51,13 @@ WRITER_QUEUE = 2
 #: simulation, and a big scene does not write its state every frame. The environment
 #: variable SNOWFALL_CHECKPOINT_SECONDS overrides it (0: every frame).
 CHECKPOINT_SECONDS = 1.0
-#: How Blender shows the snow of a new bake. False: the "Snowfall Snow Surface" object,
-#: built by Geometry Nodes from the bake folder's OpenEXR depth files at the simulation's
-#: resolution (operators/snow_surface.py); the .blend does not grow with the frames. True
-#: (the older form, still the default while tests outside this module read it): one
-#: ``snow_depth_<frame>`` attribute per frame on the terrain mesh, displaced by the
-#: "Snowfall Snow" modifier (operators/snow_output.py). A resumed bake keeps its form.
-VERTEX_SNOW_FRAMES = True
+#: How Blender shows the snow of a new bake. False (the default): the "Snowfall Snow
+#: Surface" object, built by Geometry Nodes from the bake folder's OpenEXR depth files at
+#: the simulation's resolution (operators/snow_surface.py); the .blend does not grow with
+#: the frames. True (the older form, kept so that bakes made with it open, render and
+#: resume): one ``snow_depth_<frame>`` attribute per frame on the terrain mesh, displaced by
+#: the "Snowfall Snow" modifier (operators/snow_output.py). A resumed bake keeps its form.
+VERTEX_SNOW_FRAMES = False
 
 
 def checkpoint_seconds() -> float:
@@ -118,20 +121,6 @@ def read_meta(folder: str):
     meta["frame"] = record.complete if record is not None else None
     meta["checkpoint_frame"] = record.frame if record is not None else None
     return meta
-
-
-def resume_available(scene) -> bool:
-    """Whether Resume has something to continue: the scene's cache folder holds a bake with
-    a finished frame short of the scene's end frame (whether or not the .blend was saved
-    after it). Cheap enough for a panel's draw (two file checks and a small json read)."""
-    try:
-        folder = BakeFolder(scene_cache_folder(resolve_cache_folder(scene.snowfall), scene))
-        record = folder.read_progress() if folder.exists() else None
-    except SnowInputError:
-        return False
-    if record is None:
-        return False
-    return record.frame < scene.frame_end or record.frame not in record.flakes
 
 
 def free_cache(folder: str) -> None:
@@ -201,7 +190,6 @@ class BakeJob:
         # --- from here on the file and the cache change -----------------------------------
         self.scale = unit_scale(scene)
         self.record = CommitRecord()
-        self._pending = None
         if resume:
             self._reopen(point)
         else:
@@ -219,7 +207,10 @@ class BakeJob:
             self._setup_snow_display()
             props.baked_frame_start = self.frame_start
         self.flake_dir = particle_output.cache_directory(self.emitter)
-        self._ground = self.sim.heightmap.height.astype(np.float32)
+        # The writer thread's half (no bpy): it fills self.record as frames reach the disk.
+        self.store = FrameStore(self.folder, self.flake_dir, self.compression,
+                                self.velocity_step, self.sim.heightmap.height.astype(np.float32),
+                                self.record, self.view)
         particle_output.ensure_info_file(self.emitter, settings.flake_count)
         self._velocity_scale = np.float32(particle_output.velocity_scale(scene, self.emitter)
                                           / self.scale)
@@ -242,9 +233,9 @@ class BakeJob:
         self.checkpoint_seconds = checkpoint_seconds()
         if resume:
             positions = self.sim.flake_positions() / np.float32(self.scale)
-            self._pending = (self.frame, positions,
-                             self.sim.flake_velocities() * self._velocity_scale,
-                             self._visible(positions))
+            self.store.pending = (self.frame, positions,
+                                  self.sim.flake_velocities() * self._velocity_scale,
+                                  self.store.visible(positions))
         else:
             try:
                 self._write_frame(self.frame_start, first=True)
@@ -442,7 +433,7 @@ class BakeJob:
         if first or time.perf_counter() - self._checkpoint_time >= self.checkpoint_seconds:
             state = self._snapshot(frame)
         try:
-            self.writer.submit(self._store_frame, frame, positions, velocities, respawned,
+            self.writer.submit(self.store.store_frame, frame, positions, velocities, respawned,
                                depth, state, self.fingerprint(frame) if state else "")
         except Exception as error:
             raise self._write_error(error) from None
@@ -463,75 +454,6 @@ class BakeJob:
         self._checkpoint_time = time.perf_counter()
         self._checkpoint_frame = frame
         return {key: np.array(value, copy=True) for key, value in self.sim.state_dict().items()}
-
-    # --- the writer thread's side (no bpy here) -----------------------------------------------
-    def _visible(self, positions):
-        """Which flakes the written frame shows (None: all)."""
-        return None if self.view is None else particle_output.in_camera_view(positions,
-                                                                             self.view)
-
-    def _write_flakes(self, frame: int, positions, velocities, births, visible=None) -> None:
-        if visible is not None and not visible.all():
-            # Culled flakes: unborn in this frame's record (Blender draws nothing), and
-            # parked at the origin with no velocity (constant bytes: they compress away).
-            hidden = ~visible
-            positions, velocities = positions.copy(), velocities.copy()
-            positions[hidden] = 0.0
-            velocities[hidden] = 0.0
-            births[hidden] = particle_output.NEVER_FRAME
-        name = os.path.basename(particle_output_frame_name(frame))
-        chunks = particle_output.encode_flake_frame(positions, velocities, births,
-                                                    self.compression, self.velocity_step)
-        size, crc = bake_cache.write_atomic(os.path.join(self.flake_dir, name), chunks)
-        self.record.flakes[frame] = [size, crc, name]
-
-    def _store_frame(self, frame, positions, velocities, respawned, depth, state,
-                     fingerprint) -> None:
-        folder, record = self.folder, self.record
-        visible = self._visible(positions)
-        if self._pending is not None:
-            previous, old_positions, old_velocities, old_visible = self._pending
-            births = np.full(len(old_positions), particle_output.BIRTH_FRAME, np.float32)
-            if previous == frame - 1:
-                # Hidden from f-1 until f (no streak under motion blur): flakes that respawn
-                # at f, and flakes that leave the camera's view at f.
-                births[respawned] = float(frame)
-                if visible is not None:
-                    births[~visible] = float(frame)
-            self._write_flakes(previous, old_positions, old_velocities, births, old_visible)
-        size, crc = bake_cache.write_atomic(folder.depth_path(frame),
-                                            bake_cache.encode_depth(depth, self._ground))
-        record.snow[frame] = [size, crc]
-        record.complete = frame
-        self._pending = (frame, positions, velocities, visible)
-        self._commit(frame, state, fingerprint)
-
-    def _commit(self, frame: int, state, fingerprint: str) -> None:
-        """Write the checkpoint of ``frame`` (when ``state`` is given), then progress.json."""
-        folder, record = self.folder, self.record
-        if state is None:
-            bake_cache.write_atomic(folder.progress_path, json.dumps(
-                record.to_json(), indent=1, sort_keys=True).encode())
-            return
-        data = bake_cache.encode_state(state)
-        name = bake_cache.checkpoint_name(frame)
-        bake_cache.write_atomic(os.path.join(folder.path, name), data, durable=True)
-        record.frame, record.fingerprint = frame, fingerprint
-        record.checkpoint = {"file": name, "bytes": len(data),
-                             "sha256": hashlib.sha256(data).hexdigest()}
-        bake_cache.write_json_atomic(folder.progress_path, record.to_json())
-        folder.remove_checkpoints(keep=name)   # older ones (a kill may have left several)
-
-    def _flush_pending(self) -> None:
-        """Write the newest frame's flakes (nothing follows it to mark respawns)."""
-        if self._pending is None:
-            return
-        frame, positions, velocities, visible = self._pending
-        self._write_flakes(frame, positions, velocities,
-                           np.full(len(positions), particle_output.BIRTH_FRAME, np.float32),
-                           visible)
-        bake_cache.write_json_atomic(self.folder.progress_path, self.record.to_json())
-        self._pending = None
 
     def _write_error(self, error: BaseException) -> BaseException:
         """The message for a writer failure: the file, the reason, the space still needed."""
@@ -573,9 +495,9 @@ class BakeJob:
             if self.writer.error is None:
                 if self.substep == 0 and self._checkpoint_frame != self.frame:
                     # The engine is at a frame's end: checkpoint it, so Resume starts there.
-                    self.writer.submit(self._commit, self.frame, self._snapshot(self.frame),
+                    self.writer.submit(self.store.commit, self.frame, self._snapshot(self.frame),
                                        self.fingerprint(self.frame))
-                self.writer.submit(self._flush_pending)
+                self.writer.submit(self.store.flush_pending)
             self.writer.flush()
         except Exception as exc:
             error = exc
@@ -606,10 +528,7 @@ class BakeJob:
 
 
 def particle_output_frame_name(frame: int) -> str:
-    from . import ptcache_format
-
-    return ptcache_format.cache_filename(particle_output.CACHE_NAME, frame,
-                                         particle_output.CACHE_INDEX)
+    return flake_file_name(frame)
 
 
 def _vertex_depth(sim, depth_grid, vertices):

@@ -20,7 +20,6 @@ stored position at f-1 stays exactly what the engine wrote.
 """
 from __future__ import annotations
 
-import math
 import os
 
 import bpy
@@ -30,17 +29,16 @@ from ..blender_compat import node_tree
 from ..snow_addon.bake_cache import write_atomic
 from ..snow_addon.errors import SnowInputError
 from . import ptcache_format
+# The writer thread's side lives in frame_store (no bpy); these names are part of this
+# module's interface too.
+from .frame_store import (BIRTH_FRAME, CACHE_INDEX, CACHE_NAME, NEVER_FRAME,  # noqa: F401
+                          SUBFRAME_ERROR, encode_flake_frame, in_camera_view,
+                          velocity_step_for)
 
 SYSTEM_NAME = "SnowfallFlakes"
-CACHE_NAME = "snowfall_flakes"
-CACHE_INDEX = 0
 FLAKE_OBJECT_NAME = "SnowfallFlake"
 FLAKE_MATERIAL_NAME = "SnowfallFlake"
 TEMPLATE_COLLECTION_NAME = "SnowfallTemplates"
-#: Birth time of every flake, frames: before any bake frame (frames start at 1).
-BIRTH_FRAME = 0.0
-#: Death time and lifetime, frames: never within a bake.
-NEVER_FRAME = 1.0e7
 #: At most this many flakes are drawn in the viewport (render draws all).
 VIEWPORT_FLAKES = 200_000
 
@@ -295,12 +293,6 @@ def write_flake_frame(emitter, frame: int, positions, velocities, respawned) -> 
 #: array per field, compressed; no index (the i-th point of a file is particle i).
 FLAKE_DATA_TYPES = (1 << ptcache_format.BPHYS_DATA_LOCATION) | \
     (1 << ptcache_format.BPHYS_DATA_VELOCITY) | (1 << ptcache_format.BPHYS_DATA_TIMES)
-#: Bound on the position error the velocity quantisation causes between frames (Blender
-#: units; metres at unit scale 1). Positions at whole frames are stored exactly.
-SUBFRAME_ERROR = 0.5e-3
-#: max over s in [0, 1] of |h10(s)| + |h11(s)| of Blender's Hermite interpolation
-#: (2 x 4/27), times sqrt(3) for a vector whose components each round by half a step.
-_HERMITE_GAIN = 2.0 * 4.0 / 27.0 * 3.0 ** 0.5
 
 
 def cache_compression(version=None) -> int:
@@ -318,34 +310,10 @@ def cache_compression(version=None) -> int:
 def velocity_step(scene_or_fps) -> float:
     """Quantisation step of the stored velocities (units/s, a power of two): the largest
     one whose effect on Blender's interpolation between two frames stays under
-    SUBFRAME_ERROR (sub-frame error <= _HERMITE_GAIN * step / 2 / fps)."""
+    SUBFRAME_ERROR (frame_store.velocity_step_for)."""
     fps = scene_or_fps if isinstance(scene_or_fps, (int, float)) else \
         scene_or_fps.render.fps / scene_or_fps.render.fps_base
-    return float(2.0 ** math.floor(math.log2(2.0 * SUBFRAME_ERROR * fps / _HERMITE_GAIN)))
-
-
-def encode_flake_frame(positions, velocities, births, compression: int,
-                       step: float | None) -> list:
-    """Byte chunks of one flake frame file: positions exact, velocities rounded to a
-    multiple of ``step`` (None: exact), ``births`` (N,) the birth frame of every record
-    (BIRTH_FRAME, or the next frame for a flake that respawns then)."""
-    count = len(positions)
-    velocities = np.asarray(velocities, np.float32)
-    if step:
-        inverse = np.float32(1.0 / step)
-        velocities = np.rint(velocities * inverse)
-        velocities *= np.float32(step)
-    times = np.empty((count, 3), np.float32)
-    times[:, 0] = births
-    times[:, 1:] = NEVER_FRAME
-    if compression == ptcache_format.COMPRESS_NONE:
-        records = ptcache_format.flake_records(positions, velocities, times[:, 0], times[:, 1],
-                                               times[:, 2])
-        return [ptcache_format.encode_frame(records, ptcache_format.FLAKE_FRAME_TYPES)]
-    return ptcache_format.encode_compressed(
-        {ptcache_format.BPHYS_DATA_LOCATION: positions,
-         ptcache_format.BPHYS_DATA_VELOCITY: velocities,
-         ptcache_format.BPHYS_DATA_TIMES: times}, count, compression)
+    return velocity_step_for(fps)
 
 
 # --------------------------------------------------------------------------------------------
@@ -376,21 +344,6 @@ def camera_view(scene, camera=None, margin: float = 0.1) -> dict:
             "bounds": [min(xs) - margin * width, max(xs) + margin * width,
                        min(ys) - margin * height, max(ys) + margin * height],
             "camera": camera.name, "margin": margin}
-
-
-def in_camera_view(positions, view: dict) -> np.ndarray:
-    """(N,) bool: which positions (N,3), scene units, lie in ``view`` (camera_view)."""
-    matrix = np.asarray(view["matrix"], dtype=np.float64)
-    local = positions @ matrix[:3, :3].T.astype(np.float32) + matrix[:3, 3].astype(np.float32)
-    x, y, z = local[:, 0], local[:, 1], local[:, 2]
-    xmin, xmax, ymin, ymax = view["bounds"]
-    if view["perspective"]:
-        depth = np.maximum(-z, np.float32(1e-6))
-        x, y = x / depth, y / depth
-        ahead = z < 0.0
-    else:
-        ahead = np.ones(len(positions), bool)
-    return ahead & (x >= xmin) & (x <= xmax) & (y >= ymin) & (y <= ymax)
 
 
 def ensure_info_file(emitter, count: int) -> None:

@@ -22,7 +22,8 @@ import os
 
 import bpy
 
-from ..blender_compat import node_tree, set_modifier_input
+from ..blender_compat import get_modifier_input, node_tree, set_modifier_input
+from ..snow_addon import bake_cache
 from . import snow_output
 
 OBJECT_NAME = "Snowfall Snow Surface"
@@ -222,6 +223,46 @@ def set_range(obj, first: int, last: int) -> None:
     set_modifier_input(modifier, snow_output._input_identifier(group, "First Frame"), float(first))
     set_modifier_input(modifier, snow_output._input_identifier(group, "Last Frame"), float(last))
     obj.update_tag()
+
+
+def shown_range(obj=None):
+    """(first, last) frame the snow surface shows, or None when there is no surface."""
+    obj = obj or bpy.data.objects.get(OBJECT_NAME)
+    modifier = obj.modifiers.get(NODE_GROUP_NAME) if obj is not None else None
+    if modifier is None or modifier.node_group is None:
+        return None
+    group = modifier.node_group
+    return tuple(int(round(get_modifier_input(
+        modifier, snow_output._input_identifier(group, name))))
+        for name in ("First Frame", "Last Frame"))
+
+
+def depth_file(frame: int) -> str | None:
+    """The absolute path of ``frame``'s depth file as the snow surface's image names it
+    (None without the image)."""
+    image = bpy.data.images.get(IMAGE_NAME)
+    if image is None:
+        return None
+    folder = os.path.dirname(bpy.path.abspath(image.filepath))
+    return os.path.join(folder, depth_file_name(frame))
+
+
+def baked_frames() -> list:
+    """The frames the snow surface shows whose depth file is on disk (the counterpart of
+    ``snow_output.baked_frames`` for the per-frame attribute form)."""
+    shown = shown_range()
+    if shown is None:
+        return []
+    return [frame for frame in range(shown[0], shown[1] + 1)
+            if os.path.isfile(depth_file(frame) or "")]
+
+
+def read_depth_frame(frame: int):
+    """The snow depth grid (float32 (ny, nx), metres) the surface shows at ``frame``, read
+    from its file; None when the frame is not baked."""
+    if frame not in baked_frames():
+        return None
+    return bake_cache.read_depth(depth_file(frame))
 
 
 def free_surface() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bpy
 
-from ..properties import terrain_objects, unit_scale
+from ..properties import resume_available, terrain_objects, unit_scale
 from ..snow_addon.errors import SnowInputError
 
 
@@ -124,7 +124,9 @@ def draw_snowfall(layout, context):
     row = col.row(align=True)
     row.operator("snowfall.bake", text="Bake", icon="PHYSICS")
     sub = row.row(align=True)
-    sub.enabled = props.has_bake and props.baked_frame_end < scene.frame_end
+    # The bake folder decides, not the .blend: after a crash or a kill the .blend may never
+    # have been saved, yet Resume continues from the folder's last committed frame.
+    sub.enabled = resume_available(scene)
     sub.operator("snowfall.resume", text="Resume", icon="PLAY")
     sub = row.row(align=True)
     sub.enabled = props.has_bake

@@ -391,6 +391,41 @@ class BakeFolder:
             os.rmdir(self.path)
 
 
+#: progress.json path -> (its (inode, mtime, size), what resume_available needs of it):
+#: a record is parsed again only when the file changed (a panel asks on every redraw).
+_PROGRESS_SEEN: dict = {}
+
+
+def resume_available(path: str, frame_end: int) -> bool:
+    """Whether the bake folder ``path`` holds a bake Resume can continue up to
+    ``frame_end``: a committed checkpoint before ``frame_end``, or one at the end whose
+    frame's flakes were not written yet (BakeJob refuses the rest: "already reaches").
+    False for no folder, no checkpoint, or a record that cannot be read. Cheap enough for a
+    panel's draw: one stat, and a json read only when progress.json changed."""
+    progress = os.path.join(path, PROGRESS_NAME)
+    try:
+        stat = os.stat(progress)
+        if not os.path.isfile(os.path.join(path, META_NAME)):
+            return False
+    except OSError:
+        return False
+    key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)   # replaced, never rewritten in place
+    seen = _PROGRESS_SEEN.get(progress)
+    if seen is None or seen[0] != key:
+        try:
+            record = CommitRecord.from_json(read_json(progress, "progress record"), progress)
+            seen = (key, (record.frame, record.frame in record.flakes))
+        except BakeCacheError:
+            seen = (key, None)
+        if len(_PROGRESS_SEEN) > 64:
+            _PROGRESS_SEEN.clear()
+        _PROGRESS_SEEN[progress] = seen
+    if seen[1] is None:
+        return False
+    frame, flakes_written = seen[1]
+    return frame < frame_end or not flakes_written
+
+
 def free_space(path: str) -> int | None:
     try:
         return shutil.disk_usage(path).free

@@ -125,9 +125,47 @@ def run_python(code, timeout=600):
     return result.stdout
 
 
+def dark_material(obj, name="Dark"):
+    """Give ``obj`` a near-black material (bare ground renders dark, snow bright)."""
+    dark = bpy.data.materials.new(name)
+    dark.diffuse_color = (0.02, 0.02, 0.02, 1.0)
+    if dark.node_tree is not None:
+        bsdf = next(n for n in dark.node_tree.nodes if n.type == "BSDF_PRINCIPLED")
+        bsdf.inputs["Base Color"].default_value = (0.02, 0.02, 0.02, 1.0)
+    obj.data.materials.append(dark)
+    return dark
+
+
+def sorted_points(points):
+    """Points ordered by x, then y (a surface's vertices compared as a set)."""
+    return points[np.lexsort((points[:, 1], points[:, 0]))]
+
+
+def expected_surface(heightmap, depth, units_per_metre=1.0):
+    """What the snow surface shows for the engine's ``depth`` grid: (sorted positions in
+    scene units of the nodes with at least MIN_DEPTH of snow, their depths in metres)."""
+    from snowfall.operators.snow_surface import MIN_DEPTH
+
+    grid = heightmap.grid
+    j, i = np.nonzero((depth >= MIN_DEPTH) & heightmap.has_surface)
+    z = heightmap.height[j, i] + depth[j, i]
+    points = np.stack([grid.x0 + i * grid.spacing, grid.y0 + j * grid.spacing, z], axis=1)
+    return sorted_points(points * units_per_metre), depth[j, i]
+
+
+@pytest.fixture
+def vertex_snow(monkeypatch):
+    """Bakes in the older form: one snow depth attribute per frame on the terrain mesh
+    (bake.VERTEX_SNOW_FRAMES), as bakes made before the snow surface were."""
+    from snowfall.operators import bake
+
+    monkeypatch.setattr(bake, "VERTEX_SNOW_FRAMES", True)
+
+
 @pytest.fixture
 def tools():
     """The helpers above, for tests (conftest modules are not importable by name)."""
     return SimpleNamespace(grid_object=grid_object, select_only=select_only,
                            small_settings=small_settings, world_vertices=world_vertices,
-                           run_python=run_python)
+                           run_python=run_python, sorted_points=sorted_points,
+                           expected_surface=expected_surface, dark_material=dark_material)

@@ -1,20 +1,24 @@
 """Bake, Esc (stop), Resume and Free end to end on a small scene, compared with the engine
-run directly on the same world-space terrain; bad input changes nothing."""
+run directly on the same world-space terrain; bad input changes nothing. The snow is read
+where new bakes keep it, the bake folder's depth files behind the snow surface; the older
+per-frame attribute form is checked too (bakes made with it still open and render)."""
 import math
 import os
+from types import SimpleNamespace
 
 import bpy
 import numpy as np
 import pytest
 
-from snowfall.operators import particle_output, snow_output
+from snowfall.operators import particle_output, snow_output, snow_surface
 from snowfall.operators.bake import BakeJob, read_meta, scene_cache_folder
 from snowfall.properties import to_snow_settings
 from snowfall.snow_addon import Simulation
 
 
-def _frames(obj, frames):
-    return {f: snow_output.read_snow_frame(obj, f) for f in frames}
+def _frames(frames):
+    """Snow depth grids (metres) of ``frames`` as the snow surface shows them."""
+    return {f: snow_surface.read_depth_frame(f) for f in frames}
 
 
 def _flakes(scene, frames):
@@ -24,7 +28,8 @@ def _flakes(scene, frames):
 
 def _engine_run(scene, obj, frames, metres_per_unit=1.0):
     """The engine on the terrain's world-space arrays, built here from the mesh and the
-    object's matrix: depth per vertex and flake positions (Blender units) per frame."""
+    object's matrix: depth grid, depth per vertex and flake positions (Blender units) per
+    frame, and the heightmap."""
     mesh = obj.data
     mesh.calc_loop_triangles()
     triangles = np.array([tuple(t.vertices) for t in mesh.loop_triangles], dtype=np.int64)
@@ -33,13 +38,29 @@ def _engine_run(scene, obj, frames, metres_per_unit=1.0):
     vertices = (coords @ matrix[:3, :3].T + matrix[:3, 3]) * metres_per_unit
     settings = to_snow_settings(scene.snowfall, scene)
     sim = Simulation(settings, vertices, triangles, backend="cpu")
-    depth, flakes = {}, {}
+    depth, vertex_depth, flakes = {}, {}, {}
     for frame in frames:
         if frame > frames[0]:
             sim.step(scene.snowfall.substeps)
-        depth[frame] = sim.vertex_snow_depth(vertices)
+        depth[frame] = sim.snow_depth()
+        vertex_depth[frame] = sim.vertex_snow_depth(vertices)
         flakes[frame] = sim.flake_positions() / np.float32(metres_per_unit)
-    return depth, flakes
+    return SimpleNamespace(depth=depth, vertex_depth=vertex_depth, flakes=flakes,
+                           heightmap=sim.heightmap)
+
+
+def _check_surface(tools, engine, frames, units_per_metre=1.0):
+    """The evaluated snow surface at ``frames``: one vertex per snowy heightmap node at
+    ground + depth (scene units), carrying the depth."""
+    for frame in frames:
+        bpy.context.scene.frame_set(frame)
+        points, depth = snow_surface.evaluated_surface(bpy.context.evaluated_depsgraph_get())
+        want_points, want_depth = tools.expected_surface(engine.heightmap, engine.depth[frame],
+                                                         units_per_metre)
+        assert len(points) == len(want_points) > 0
+        np.testing.assert_allclose(tools.sorted_points(points), want_points,
+                                   atol=2e-5 * units_per_metre)
+        np.testing.assert_allclose(np.sort(depth), np.sort(want_depth), atol=1e-7)
 
 
 def test_bake_end_to_end_matches_the_engine(addon, tools, tmp_path):
@@ -51,17 +72,39 @@ def test_bake_end_to_end_matches_the_engine(addon, tools, tmp_path):
     props = scene.snowfall
     assert props.has_bake and (props.baked_frame_start, props.baked_frame_end) == (1, 4)
     assert props.backend_used == "cpu" and props.backend_reason
-    assert snow_output.baked_frames(terrain) == [1, 2, 3, 4]
+    assert snow_surface.baked_frames() == [1, 2, 3, 4]
+    # New bakes store nothing per frame in the .blend: no attributes, no terrain modifier.
+    assert snow_output.baked_frames(terrain) == []
+    assert terrain.modifiers.get(snow_output.SNOW_MODIFIER_NAME) is None
 
-    expected_depth, expected_flakes = _engine_run(scene, terrain, [1, 2, 3, 4])
-    stored = _frames(terrain, range(1, 5))
+    engine = _engine_run(scene, terrain, [1, 2, 3, 4])
+    stored = _frames(range(1, 5))
     flakes = _flakes(scene, range(1, 5))
     for frame in range(1, 5):
-        np.testing.assert_array_equal(stored[frame], expected_depth[frame])
-        np.testing.assert_array_equal(flakes[frame], expected_flakes[frame])
+        np.testing.assert_array_equal(stored[frame], engine.depth[frame])
+        np.testing.assert_array_equal(flakes[frame], engine.flakes[frame])
     assert stored[1].max() == 0.0 and stored[4].max() > 0.0
     assert stored[4].sum() > stored[2].sum()   # snow builds up
+    _check_surface(tools, engine, (2, 4))
 
+
+def test_older_per_frame_attribute_bakes_still_work(addon, tools, tmp_path, vertex_snow):
+    """The older form (one attribute per frame on the terrain, displaced by the "Snowfall
+    Snow" modifier): baked, the terrain carries the engine's per-vertex depth and is
+    displaced by it; the depth files are written too."""
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=4)
+    terrain = tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    assert snow_output.baked_frames(terrain) == [1, 2, 3, 4]
+    assert bpy.data.objects.get(snow_surface.OBJECT_NAME) is None
+    engine = _engine_run(scene, terrain, [1, 2, 3, 4])
+    stored = {f: snow_output.read_snow_frame(terrain, f) for f in range(1, 5)}
+    folder = read_meta(scene_cache_folder(str(tmp_path), scene))
+    assert folder["snow"]["vertex_frames"] is True
+    for frame in range(1, 5):
+        np.testing.assert_array_equal(stored[frame], engine.vertex_depth[frame])
     # The evaluated terrain carries `snow_depth` of the current frame and is displaced by it.
     original = tools.world_vertices(terrain)
     for frame in (2, 4):
@@ -71,6 +114,9 @@ def test_bake_end_to_end_matches_the_engine(addon, tools, tmp_path):
         np.testing.assert_allclose(depth, stored[frame], rtol=0, atol=1e-7)
         np.testing.assert_allclose(world[:, 2] - original[:, 2], stored[frame], atol=2e-6)
         np.testing.assert_allclose(world[:, :2], original[:, :2], atol=2e-6)
+    assert bpy.ops.snowfall.free() == {"FINISHED"}
+    assert snow_output.baked_frames(terrain) == []
+    assert terrain.modifiers.get(snow_output.SNOW_MODIFIER_NAME) is None
 
 
 def test_object_transform_and_unit_scale_are_respected(addon, tools, tmp_path):
@@ -84,18 +130,13 @@ def test_object_transform_and_unit_scale_are_respected(addon, tools, tmp_path):
     bpy.context.view_layer.update()
     bpy.ops.snowfall.set_terrain()
     bpy.ops.snowfall.bake()
-    expected_depth, expected_flakes = _engine_run(scene, terrain, [1, 2, 3], 0.5)
+    engine = _engine_run(scene, terrain, [1, 2, 3], 0.5)
     for frame in (2, 3):
-        np.testing.assert_array_equal(snow_output.read_snow_frame(terrain, frame),
-                                      expected_depth[frame])
-        np.testing.assert_array_equal(_flakes(scene, [frame])[frame], expected_flakes[frame])
-    # Depth is metres; the displacement is along world +Z in Blender units (metres / 0.5).
-    scene.frame_set(3)
-    depth, world = snow_output.evaluated_snow_depth(terrain, bpy.context.evaluated_depsgraph_get())
-    original = tools.world_vertices(terrain)
-    assert depth.max() > 0.0
-    np.testing.assert_allclose(world[:, 2] - original[:, 2], depth / 0.5, atol=5e-6)
-    np.testing.assert_allclose(world[:, :2], original[:, :2], atol=5e-6)
+        np.testing.assert_array_equal(snow_surface.read_depth_frame(frame), engine.depth[frame])
+        np.testing.assert_array_equal(_flakes(scene, [frame])[frame], engine.flakes[frame])
+    assert engine.depth[3].max() > 0.0
+    # Depth is metres; the surface lies at ground + depth in world Blender units (metres / 0.5).
+    _check_surface(tools, engine, (3,), units_per_metre=2.0)
 
 
 def test_stopping_mid_bake_keeps_every_finished_frame(addon, tools, tmp_path):
@@ -110,32 +151,49 @@ def test_stopping_mid_bake_keeps_every_finished_frame(addon, tools, tmp_path):
     job.cancel()               # what Esc does
     props = scene.snowfall
     assert props.has_bake and props.baked_frame_end == 3
-    assert snow_output.baked_frames(terrain) == [1, 2, 3]
+    assert snow_surface.baked_frames() == [1, 2, 3]
     assert read_meta(scene_cache_folder(str(tmp_path), scene))["frame"] == 3
     assert particle_output.flake_particle_system(props.flake_emitter).point_cache.frame_end == 3
-    expected_depth, expected_flakes = _engine_run(scene, terrain, [1, 2, 3])
+    engine = _engine_run(scene, terrain, [1, 2, 3])
     for frame in (1, 2, 3):
-        np.testing.assert_array_equal(snow_output.read_snow_frame(terrain, frame),
-                                      expected_depth[frame])
-    np.testing.assert_array_equal(_flakes(scene, [3])[3], expected_flakes[3])
+        np.testing.assert_array_equal(snow_surface.read_depth_frame(frame), engine.depth[frame])
+    np.testing.assert_array_equal(_flakes(scene, [3])[3], engine.flakes[3])
 
 
-def test_resume_after_reload_equals_an_uninterrupted_bake(addon, tools, tmp_path):
+@pytest.mark.parametrize("form", ["surface", "vertex"])
+def test_resume_after_reload_equals_an_uninterrupted_bake(addon, tools, tmp_path, monkeypatch,
+                                                          form):
+    """Resume after the .blend was saved and reopened, for new bakes and for the older
+    per-frame attribute form (which a resumed bake keeps)."""
+    from snowfall.operators import bake as bake_module
+
+    monkeypatch.setattr(bake_module, "VERTEX_SNOW_FRAMES", form == "vertex")
     scene = addon
     tools.small_settings(scene, tmp_path / "cache", frames=6)
     terrain = tools.grid_object()
     bpy.ops.snowfall.set_terrain()
     bpy.ops.snowfall.bake()
-    full_depth = _frames(terrain, range(1, 7))
+
+    def snow(terrain, frames):
+        if form == "vertex":
+            return {f: snow_output.read_snow_frame(terrain, f) for f in frames}
+        return _frames(frames)
+
+    def shown(terrain):
+        return snow_output.baked_frames(terrain) if form == "vertex" else \
+            snow_surface.baked_frames()
+
+    full_depth = snow(terrain, range(1, 7))
     full_flakes = _flakes(scene, range(1, 7))
     bpy.ops.snowfall.free()
-    assert snow_output.baked_frames(terrain) == [] and not scene.snowfall.has_bake
+    assert shown(terrain) == [] and not scene.snowfall.has_bake
 
     job = BakeJob(bpy.context)
     job.advance_frame()
     job.advance_frame()
     job.cancel()
     blend = str(tmp_path / "stopped.blend")
+    monkeypatch.setattr(bake_module, "VERTEX_SNOW_FRAMES", form != "vertex")  # form from bake.json
     bpy.ops.wm.save_mainfile(filepath=blend)
     bpy.ops.wm.open_mainfile(filepath=blend)
     scene = bpy.context.scene
@@ -143,11 +201,11 @@ def test_resume_after_reload_equals_an_uninterrupted_bake(addon, tools, tmp_path
     assert scene.snowfall.baked_frame_end == 3
     assert bpy.ops.snowfall.resume() == {"FINISHED"}
     assert scene.snowfall.baked_frame_end == 6
-    assert snow_output.baked_frames(terrain) == list(range(1, 7))
+    assert shown(terrain) == list(range(1, 7))
+    resumed_depth = snow(terrain, range(1, 7))
     resumed_flakes = _flakes(scene, range(1, 7))
     for frame in range(1, 7):
-        np.testing.assert_array_equal(snow_output.read_snow_frame(terrain, frame),
-                                      full_depth[frame])
+        np.testing.assert_array_equal(resumed_depth[frame], full_depth[frame])
         np.testing.assert_array_equal(resumed_flakes[frame], full_flakes[frame])
     with pytest.raises(RuntimeError, match="already reaches frame 6"):
         bpy.ops.snowfall.resume()
@@ -158,24 +216,23 @@ def test_resume_extends_a_finished_bake_with_animated_wind(addon, tools, tmp_pat
     end frame resumes and equals a bake of the whole range."""
     scene = addon
     props = tools.small_settings(scene, tmp_path / "cache", frames=5)
-    terrain = tools.grid_object()
+    tools.grid_object()
     props.wind_speed = 2.0
     props.keyframe_insert("wind_speed", frame=1)
     props.wind_speed = 12.0
     props.keyframe_insert("wind_speed", frame=5)
     bpy.ops.snowfall.set_terrain()
     assert bpy.ops.snowfall.bake() == {"FINISHED"}
-    full_depth = _frames(terrain, range(1, 6))
+    full_depth = _frames(range(1, 6))
     bpy.ops.snowfall.free()
 
     scene.frame_end = 3
     assert bpy.ops.snowfall.bake() == {"FINISHED"}
     scene.frame_end = 5
     assert bpy.ops.snowfall.resume() == {"FINISHED"}
-    assert snow_output.baked_frames(terrain) == [1, 2, 3, 4, 5]
+    assert snow_surface.baked_frames() == [1, 2, 3, 4, 5]
     for frame in range(1, 6):
-        np.testing.assert_array_equal(snow_output.read_snow_frame(terrain, frame),
-                                      full_depth[frame])
+        np.testing.assert_array_equal(snow_surface.read_depth_frame(frame), full_depth[frame])
 
 
 def test_resume_refuses_changed_settings(addon, tools, tmp_path):
@@ -200,7 +257,9 @@ def test_free_removes_the_bake(addon, tools, tmp_path):
     bpy.ops.snowfall.bake()
     assert os.listdir(tmp_path)
     assert bpy.ops.snowfall.free() == {"FINISHED"}
-    assert snow_output.baked_frames(terrain) == []
+    assert snow_surface.baked_frames() == [] and snow_output.baked_frames(terrain) == []
+    assert bpy.data.objects.get(snow_surface.OBJECT_NAME) is None
+    assert bpy.data.images.get(snow_surface.IMAGE_NAME) is None
     assert terrain.modifiers.get(snow_output.SNOW_MODIFIER_NAME) is None
     assert scene.snowfall.flake_emitter is None and not scene.snowfall.has_bake
     assert os.listdir(tmp_path) == []
@@ -209,7 +268,8 @@ def test_free_removes_the_bake(addon, tools, tmp_path):
 def _bake_snapshot(terrain):
     scene = bpy.context.scene
     return (sorted(o.name for o in bpy.data.objects), [m.name for m in terrain.modifiers],
-            snow_output.baked_frames(terrain), scene.snowfall.has_bake,
+            snow_output.baked_frames(terrain), snow_surface.baked_frames(),
+            scene.snowfall.has_bake,
             scene.snowfall.baked_frame_end)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from snowfall.operators import bake as bake_module
-from snowfall.operators import particle_output, snow_output
+from snowfall.operators import particle_output, snow_surface
 from snowfall.operators.bake import BakeJob, scene_cache_folder
 from snowfall.snow_addon import bake_cache
 
@@ -120,9 +120,8 @@ def test_kills_at_random_moments_resume_bit_for_bit(addon, tools, tmp_path):
     if done.returncode == 0:   # the resumed, saved .blend shows the whole bake
         bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "crash_baked.blend"))
         scene = bpy.context.scene
-        terrain = bpy.data.objects["Terrain"]
         assert scene.snowfall.has_bake and scene.snowfall.baked_frame_end == FRAMES
-        assert snow_output.baked_frames(terrain) == list(range(1, FRAMES + 1))
+        assert snow_surface.baked_frames() == list(range(1, FRAMES + 1))
         got = particle_output.read_flake_frame(scene.snowfall.flake_emitter, FRAMES)
         stored = folder.flake_dir + os.sep + bake_module.particle_output_frame_name(FRAMES)
         from snowfall.operators import ptcache_format
@@ -202,10 +201,10 @@ def test_full_or_read_only_disk_stops_with_the_space_needed(addon, tools, tmp_pa
                                                              monkeypatch, code):
     scene = addon
     tools.small_settings(scene, tmp_path / "cache", frames=8)
-    terrain = tools.grid_object()
+    tools.grid_object()
     bpy.ops.snowfall.set_terrain()
     assert bpy.ops.snowfall.bake() == {"FINISHED"}
-    full = {f: snow_output.read_snow_frame(terrain, f) for f in range(1, 9)}
+    full = {f: snow_surface.read_depth_frame(f) for f in range(1, 9)}
     folder = bake_cache.BakeFolder(scene_cache_folder(str(tmp_path / "cache"), scene))
     reference = _folder_files(folder.path)
     bpy.ops.snowfall.free()
@@ -226,11 +225,11 @@ def test_full_or_read_only_disk_stops_with_the_space_needed(addon, tools, tmp_pa
     assert os.strerror(code) in text and "needs about" in text and "are kept" in text
     assert "Traceback" not in text
     kept = scene.snowfall.baked_frame_end
-    assert 1 <= kept < 8 and snow_output.baked_frames(terrain) == list(range(1, kept + 1))
+    assert 1 <= kept < 8 and snow_surface.baked_frames() == list(range(1, kept + 1))
     monkeypatch.setattr(bake_cache, "write_atomic", real_write)
 
     assert bpy.ops.snowfall.resume() == {"FINISHED"}
     assert scene.snowfall.baked_frame_end == 8
     for frame in range(1, 9):
-        np.testing.assert_array_equal(snow_output.read_snow_frame(terrain, frame), full[frame])
+        np.testing.assert_array_equal(snow_surface.read_depth_frame(frame), full[frame])
     assert _folder_files(folder.path) == reference

@@ -448,16 +448,19 @@ started = time.perf_counter()
 facts["last_frame"] = headless.bake_file(blend, backend="cpu", log=lambda *a: None)
 facts["bake_seconds"] = time.perf_counter() - started
 terrain = bpy.data.objects["Box Test Terrain"]
+# The snow of the baked frames, as the snow surface shows it: the bake folder's depth files.
+snow_surface = importlib.import_module(package + ".operators.snow_surface")
+facts["snow_frames"] = snow_surface.baked_frames()
 depth = {}
-for name in ("snow_depth_2", "snow_depth_3"):
-    attribute = terrain.data.attributes.get(name)
-    if attribute is not None:
-        values = np.zeros(len(terrain.data.vertices), np.float32)
-        attribute.data.foreach_get("value", values)
-        depth[name] = [float(values.min()), float(values.max()), float(values.sum())]
+for frame in (2, 3):
+    values = snow_surface.read_depth_frame(frame)
+    if values is not None:
+        depth[str(frame)] = [float(values.min()), float(values.max()), float(values.sum())]
 facts["snow_depth"] = depth
+facts["frame_attributes"] = [a.name for a in terrain.data.attributes
+                             if a.name.startswith("snow_depth_")]
 facts["backend_used"] = bpy.context.scene.snowfall.backend_used
-facts["modifier"] = "Snowfall Snow" in terrain.modifiers
+facts["surface"] = snow_surface.OBJECT_NAME in bpy.data.objects
 sys.modules[package].unregister()
 """ + _CHILD_EXIT
 
@@ -533,10 +536,12 @@ def test_linux_zip_installs_and_bakes_the_box_test(blender, dist, tmp_path):
     assert facts["deposited"] > 0.0 and facts["cpu_vs_reference"] <= 1e-7, facts
     # the box test baked: frames 2 and 3 stored, snow on the ground, on the CPU backend
     assert facts["last_frame"] == 3, facts
-    assert set(facts["snow_depth"]) == {"snow_depth_2", "snow_depth_3"}, facts
-    low, high, total = facts["snow_depth"]["snow_depth_3"]
-    assert low >= 0.0 and high > 0.0 and total > facts["snow_depth"]["snow_depth_2"][2] >= 0.0
-    assert facts["backend_used"] == "cpu" and facts["modifier"], facts
+    assert facts["snow_frames"] == [1, 2, 3], facts
+    assert set(facts["snow_depth"]) == {"2", "3"}, facts
+    low, high, total = facts["snow_depth"]["3"]
+    assert low >= 0.0 and high > 0.0 and total > facts["snow_depth"]["2"][2] >= 0.0
+    assert facts["frame_attributes"] == [], facts     # nothing per frame in the .blend
+    assert facts["backend_used"] == "cpu" and facts["surface"], facts
     assert facts["disabled"] and not facts["scene_property_after_disable"], facts
     print(f"Blender {facts['blender']} (NumPy {facts['numpy']}): install "
           f"{facts['install_seconds']:.1f} s, bake {facts['bake_seconds']:.1f} s")

@@ -6,7 +6,7 @@ from types import MethodType, SimpleNamespace
 import bpy
 import numpy as np
 
-from snowfall.operators import snow_output
+from snowfall.operators import snow_surface
 from snowfall.operators.bake import SNOWFALL_OT_bake, running_job
 
 
@@ -64,7 +64,7 @@ def _event(kind, value="NOTHING"):
 def test_modal_bake_steps_on_timer_events_and_reports_progress(addon, tools, tmp_path):
     scene = addon
     tools.small_settings(scene, tmp_path, frames=4)
-    terrain = tools.grid_object()
+    tools.grid_object()
     bpy.ops.snowfall.set_terrain()
     operator, context, wm, status, reports = _modal_operator(scene)
     operator.budget_seconds = 0.0          # one substep per timer event: many events
@@ -82,20 +82,20 @@ def test_modal_bake_steps_on_timer_events_and_reports_progress(addon, tools, tmp
     assert wm.progress == sorted(wm.progress) and wm.progress[-1] == 1000
     assert any("Snowfall: frame" in text for text in status if text) and status[-1] is None
     assert wm.timers_removed == 1 and wm.ended and running_job(scene) is None
-    assert snow_output.baked_frames(terrain) == [1, 2, 3, 4]
+    assert snow_surface.baked_frames() == [1, 2, 3, 4]
 
     # The same frames as the synchronous (EXEC) bake.
-    modal_depth = {f: snow_output.read_snow_frame(terrain, f) for f in (2, 4)}
+    modal_depth = {f: snow_surface.read_depth_frame(f) for f in (2, 4)}
     bpy.ops.snowfall.free()
     assert bpy.ops.snowfall.bake() == {"FINISHED"}
     for frame, depth in modal_depth.items():
-        np.testing.assert_array_equal(snow_output.read_snow_frame(terrain, frame), depth)
+        np.testing.assert_array_equal(snow_surface.read_depth_frame(frame), depth)
 
 
 def test_escape_stops_the_modal_bake_and_keeps_finished_frames(addon, tools, tmp_path):
     scene = addon
     tools.small_settings(scene, tmp_path, frames=6)
-    terrain = tools.grid_object()
+    tools.grid_object()
     bpy.ops.snowfall.set_terrain()
     operator, context, wm, _status, reports = _modal_operator(scene)
     operator.budget_seconds = 0.0
@@ -104,8 +104,8 @@ def test_escape_stops_the_modal_bake_and_keeps_finished_frames(addon, tools, tmp
         assert operator.modal(context, _event("TIMER")) == {"RUNNING_MODAL"}
     assert operator.modal(context, _event("ESC", "PRESS")) == {"CANCELLED"}
     assert running_job(scene) is None and wm.timers_removed == 1 and wm.ended
-    assert snow_output.baked_frames(terrain) == [1, 2, 3]
+    assert snow_surface.baked_frames() == [1, 2, 3]
     assert scene.snowfall.baked_frame_end == 3
     assert reports and reports[-1][0] == {"WARNING"} and "Resume" in reports[-1][1]
     assert bpy.ops.snowfall.resume() == {"FINISHED"}
-    assert snow_output.baked_frames(terrain) == [1, 2, 3, 4, 5, 6]
+    assert snow_surface.baked_frames() == [1, 2, 3, 4, 5, 6]

@@ -1,6 +1,7 @@
 """A saved, baked .blend: it reloads with the bake intact in a fresh process without the
 add-on, bakes headless from the command line (farms), and renders the snow of the frame
-in Cycles without the add-on installed."""
+in Cycles without the add-on installed. Both snow forms: the snow surface of new bakes, and
+the per-frame terrain attributes of older bakes (which must keep opening and rendering)."""
 import json
 import math
 import os
@@ -8,8 +9,9 @@ import sys
 
 import bpy
 import numpy as np
+import pytest
 
-from snowfall.operators import particle_output, snow_output
+from snowfall.operators import particle_output, snow_output, snow_surface
 
 RENDER_SIZE = (32, 24)
 
@@ -43,13 +45,17 @@ for frame, png in {renders!r}:
     scene.frame_set(frame)
     scene.render.filepath = png
     bpy.ops.render.render(write_still=True)
-terrain = bpy.data.objects["Terrain"]
 scene.frame_set({read_frame})
+if {vertex!r}:       # older bakes: the terrain's per-frame attribute, displaced by a modifier
+    terrain = bpy.data.objects["Terrain"]
+    stored = np.zeros(len(terrain.data.vertices), np.float32)
+    terrain.data.attributes["snow_depth_{read_frame}"].data.foreach_get("value", stored)
+else:                # new bakes: the snow surface reads the depth files itself
+    terrain = bpy.data.objects["Snowfall Snow Surface"]
+    stored = np.zeros(0, np.float32)
 mesh = terrain.evaluated_get(bpy.context.evaluated_depsgraph_get()).to_mesh()
 depth = np.zeros(len(mesh.vertices), np.float32)
 mesh.attributes["snow_depth"].data.foreach_get("value", depth)
-stored = np.zeros(len(terrain.data.vertices), np.float32)
-terrain.data.attributes["snow_depth_{read_frame}"].data.foreach_get("value", stored)
 psys = bpy.data.objects["Snowfall Flakes"].evaluated_get(bpy.context.evaluated_depsgraph_get()).particle_systems[0]
 flakes = np.zeros(len(psys.particles) * 3, np.float32)
 psys.particles.foreach_get("location", flakes)
@@ -68,10 +74,13 @@ def _pixels(path):
     return pixels[..., :3]
 
 
-def test_headless_bake_then_render_without_the_addon(addon, tools, tmp_path):
+@pytest.mark.parametrize("form", ["surface", "vertex"])
+def test_headless_bake_then_render_without_the_addon(addon, tools, tmp_path, form):
     scene = addon
+    vertex = form == "vertex"
     tools.small_settings(scene, "//snowfall_cache", frames=4)
     terrain = tools.grid_object()
+    tools.dark_material(terrain)        # bare ground dark: the snow shows as brightness
     _camera_and_light(scene)
     bpy.ops.snowfall.set_terrain()
     source = str(tmp_path / "scene.blend")
@@ -79,7 +88,9 @@ def test_headless_bake_then_render_without_the_addon(addon, tools, tmp_path):
     bpy.ops.wm.save_mainfile(filepath=source)
 
     # 7. the farm form: bake a saved .blend from the command line.
-    out = tools.run_python("import sys; from snowfall.operators.headless import main; "
+    out = tools.run_python("import sys; from snowfall.operators import bake; "
+                           f"bake.VERTEX_SNOW_FRAMES = {vertex}; "
+                           "from snowfall.operators.headless import main; "
                            f"sys.exit(main([{source!r}, '--output', {baked!r}]))")
     assert "baked up to frame 4" in out
 
@@ -88,8 +99,14 @@ def test_headless_bake_then_render_without_the_addon(addon, tools, tmp_path):
     scene = bpy.context.scene
     terrain = bpy.data.objects["Terrain"]
     assert scene.snowfall.has_bake and scene.snowfall.baked_frame_end == 4
-    assert snow_output.baked_frames(terrain) == [1, 2, 3, 4]
-    depth4 = snow_output.read_snow_frame(terrain, 4)
+    if vertex:
+        assert snow_output.baked_frames(terrain) == [1, 2, 3, 4]
+        depth4 = snow_output.read_snow_frame(terrain, 4)
+    else:
+        assert snow_surface.baked_frames() == [1, 2, 3, 4]
+        assert snow_output.baked_frames(terrain) == []
+        scene.frame_set(4)
+        _, depth4 = snow_surface.evaluated_surface(bpy.context.evaluated_depsgraph_get())
     assert depth4.max() > 0.02
     flakes4 = particle_output.read_flake_frame(scene.snowfall.flake_emitter, 4)
 
@@ -97,10 +114,11 @@ def test_headless_bake_then_render_without_the_addon(addon, tools, tmp_path):
     renders = [(1, str(tmp_path / "frame1.png")), (4, str(tmp_path / "frame4.png"))]
     npz = str(tmp_path / "readback.npz")
     out = tools.run_python(RENDER_CODE.format(blend=baked, renders=renders, read_frame=4,
-                                              npz=npz))
+                                              npz=npz, vertex=vertex))
     assert "OK" in out
     readback = np.load(npz)
-    np.testing.assert_array_equal(readback["stored"], depth4)
+    if vertex:
+        np.testing.assert_array_equal(readback["stored"], depth4)
     np.testing.assert_allclose(readback["depth"], depth4, atol=1e-7)
     np.testing.assert_array_equal(readback["flakes"], flakes4)
 

@@ -2,7 +2,7 @@
 import bpy
 import pytest
 
-from snowfall.operators import snow_output
+from snowfall.operators import snow_output, snow_surface
 from snowfall.sample_scenes.build import build
 
 
@@ -20,7 +20,9 @@ def test_sample_scene_builds_and_bakes(addon, tmp_path, name, terrain_name):
     props.backend = "cpu"
     props.cache_folder = str(tmp_path)
     assert bpy.ops.snowfall.bake() == {"FINISHED"}
-    assert snow_output.baked_frames(terrain) == [1, 2, 3]
+    assert snow_surface.baked_frames() == [1, 2, 3]
+    assert snow_surface.read_depth_frame(3).max() > 0.0
+    assert snow_output.baked_frames(terrain) == []     # nothing per frame in the .blend
     if name == "mountain_valley":   # keyframed wind direction reaches the engine
         from snowfall.properties import to_snow_settings
         keys = to_snow_settings(props, scene).wind_keys

@@ -1,5 +1,6 @@
 """Snow on disk at the simulation's resolution: OpenEXR depth files in the bake folder, shown
-by the "Snowfall Snow Surface" Geometry Nodes object (bake.VERTEX_SNOW_FRAMES = False).
+by the "Snowfall Snow Surface" Geometry Nodes object (the default form of new bakes:
+bake.VERTEX_SNOW_FRAMES = False).
 A coarse terrain (a few large quads) gets a snow surface as fine as the heightmap; the
 .blend does not grow with the frame count; a fresh Blender without the add-on evaluates the
 same surface; a bake stopped and resumed from the folder alone ends the same."""
@@ -7,18 +8,12 @@ import os
 
 import bpy
 import numpy as np
-import pytest
 
 from snowfall.operators import bake as bake_module
 from snowfall.operators import snow_surface
 from snowfall.operators.bake import BakeJob, scene_cache_folder
 from snowfall.properties import to_snow_settings
 from snowfall.snow_addon import Simulation, bake_cache, exr
-
-
-@pytest.fixture
-def surface_mode(monkeypatch):
-    monkeypatch.setattr(bake_module, "VERTEX_SNOW_FRAMES", False)
 
 
 def _coarse_terrain(tools):
@@ -42,21 +37,7 @@ def _engine_depths(scene, obj, frames):
     return sim.heightmap, depths
 
 
-def _expected_surface(heightmap, depth):
-    """World positions of the nodes the surface keeps: ground + depth where depth >= 1 mm."""
-    grid = heightmap.grid
-    j, i = np.nonzero((depth >= snow_surface.MIN_DEPTH) & heightmap.has_surface)
-    z = heightmap.height[j, i] + depth[j, i]
-    points = np.stack([grid.x0 + i * grid.spacing, grid.y0 + j * grid.spacing, z], axis=1)
-    return points[np.lexsort((points[:, 1], points[:, 0]))], depth[j, i]
-
-
-def _sorted(points):
-    return points[np.lexsort((points[:, 1], points[:, 0]))]
-
-
-def test_coarse_terrain_gets_snow_as_fine_as_the_heightmap(addon, tools, tmp_path,
-                                                         surface_mode):
+def test_coarse_terrain_gets_snow_as_fine_as_the_heightmap(addon, tools, tmp_path):
     scene = addon
     props = tools.small_settings(scene, tmp_path, frames=4)
     props.heightmap_resolution = 40
@@ -75,9 +56,9 @@ def test_coarse_terrain_gets_snow_as_fine_as_the_heightmap(addon, tools, tmp_pat
     for frame in (2, 4):           # the evaluated surface: one vertex per snowy node
         scene.frame_set(frame)
         points, depth = snow_surface.evaluated_surface(bpy.context.evaluated_depsgraph_get())
-        want_points, want_depth = _expected_surface(heightmap, expected[frame])
+        want_points, want_depth = tools.expected_surface(heightmap, expected[frame])
         assert len(points) == len(want_points) > 20 * len(terrain.data.vertices)
-        np.testing.assert_allclose(_sorted(points), want_points, atol=2e-5)
+        np.testing.assert_allclose(tools.sorted_points(points), want_points, atol=2e-5)
         np.testing.assert_allclose(np.sort(depth), np.sort(want_depth), atol=1e-7)
     # Snow varies between neighbouring nodes inside one terrain quad: the terrain's 9
     # vertices could not carry it.
@@ -85,7 +66,9 @@ def test_coarse_terrain_gets_snow_as_fine_as_the_heightmap(addon, tools, tmp_pat
     assert np.ptp(quad) > 1e-3
 
 
-def test_blend_does_not_grow_with_frames(addon, tools, tmp_path, surface_mode):
+def test_blend_does_not_grow_with_frames(addon, tools, tmp_path):
+    """A default bake: the .blend saved after 12 frames is the size of one after 3."""
+    assert bake_module.VERTEX_SNOW_FRAMES is False
     scene = addon
     sizes = {}
     for frames in (3, 12):
@@ -116,8 +99,7 @@ print("OK")
 """
 
 
-def test_fresh_blender_without_addon_shows_the_same_surface(addon, tools, tmp_path,
-                                                            surface_mode):
+def test_fresh_blender_without_addon_shows_the_same_surface(addon, tools, tmp_path):
     scene = addon
     tools.small_settings(scene, "//snowfall_cache", frames=3)
     _coarse_terrain(tools)
@@ -132,11 +114,10 @@ def test_fresh_blender_without_addon_shows_the_same_surface(addon, tools, tmp_pa
     here, _ = snow_surface.evaluated_surface(bpy.context.evaluated_depsgraph_get())
     npy = str(tmp_path / "fresh.npy")
     assert "OK" in tools.run_python(FRESH_CODE.format(blend=blend, frame=3, npy=npy))
-    np.testing.assert_array_equal(_sorted(np.load(npy)), _sorted(here))
+    np.testing.assert_array_equal(tools.sorted_points(np.load(npy)), tools.sorted_points(here))
 
 
-def test_resume_from_the_folder_alone_shows_the_same_surface(addon, tools, tmp_path,
-                                                             surface_mode):
+def test_resume_from_the_folder_alone_shows_the_same_surface(addon, tools, tmp_path):
     scene = addon
     tools.small_settings(scene, tmp_path / "cache", frames=5)
     _coarse_terrain(tools)
@@ -164,7 +145,7 @@ def test_resume_from_the_folder_alone_shows_the_same_surface(addon, tools, tmp_p
         assert open(folder.depth_path(frame), "rb").read() == data
     scene.frame_set(5)
     resumed, _ = snow_surface.evaluated_surface(bpy.context.evaluated_depsgraph_get())
-    np.testing.assert_array_equal(_sorted(resumed), _sorted(full))
+    np.testing.assert_array_equal(tools.sorted_points(resumed), tools.sorted_points(full))
 
 
 def _render_top_down(scene, path, size=(40, 32)):
@@ -195,8 +176,7 @@ def _render_top_down(scene, path, size=(40, 32)):
     return pixels.mean(axis=2)
 
 
-def test_render_shows_the_drift_pattern_on_a_coarse_terrain(addon, tools, tmp_path,
-                                                            surface_mode):
+def test_render_shows_the_drift_pattern_on_a_coarse_terrain(addon, tools, tmp_path):
     """Rendered top-down, the snow on a 2 x 2 quad terrain follows the heightmap's depth
     field: snowy nodes render bright, nodes without snow show the dark terrain."""
     scene = addon
@@ -204,12 +184,7 @@ def test_render_shows_the_drift_pattern_on_a_coarse_terrain(addon, tools, tmp_pa
     props.heightmap_resolution = 40
     props.snowfall_rate = 40.0           # a thin, patchy cover: some nodes stay bare
     terrain = _coarse_terrain(tools)
-    dark = bpy.data.materials.new("Dark")
-    dark.diffuse_color = (0.02, 0.02, 0.02, 1.0)
-    if dark.node_tree is not None:
-        bsdf = next(n for n in dark.node_tree.nodes if n.type == "BSDF_PRINCIPLED")
-        bsdf.inputs["Base Color"].default_value = (0.02, 0.02, 0.02, 1.0)
-    terrain.data.materials.append(dark)
+    tools.dark_material(terrain)
     bpy.ops.snowfall.set_terrain()
     assert bpy.ops.snowfall.bake() == {"FINISHED"}
     scene.frame_set(3)
