@@ -1,8 +1,17 @@
 """What a Blender bake spends on output, against the disk's own write speed in the same run.
 
-Builds a sample scene (sample_scenes/build.py: box_test or mountain_valley), bakes it with
-the add-on's BakeJob (the Bake button's code, CPU backend unless told otherwise) into a
-temporary cache folder, and reports:
+Two bakes, one report:
+
+* ``--scene box_test|mountain_valley`` (needs bpy): builds a sample scene
+  (sample_scenes/build.py) and bakes it with the add-on's BakeJob (the Bake button's code,
+  CPU backend unless told otherwise) into a temporary cache folder.
+* ``--preset NAME`` (no Blender; what ``snowfall benchmark --bake`` runs): the engine on a
+  command-line preset, each frame handed to the add-on's own writer-thread code
+  (operators/frame_store.FrameStore on a bake_cache.BakeWriter: the same flake files, depth
+  files, checkpoints and commits); only Blender's side (the .blend's snow, the particle
+  system) is missing.
+
+It reports:
 
 * simulation time (inside ``Simulation.step``) and output time: the bake thread's time
   spent on output (host copies, the .blend's snow attributes, handing the frame to the
@@ -14,6 +23,7 @@ temporary cache folder, and reports:
   per flake-frame (the disk limit), for the compact files and for the uncompressed 40 B.
 
     python benchmarks/bake_output.py --scene box_test --flakes 100000 --frames 24
+    python benchmarks/bake_output.py --preset cpu-small --flakes 100000 --frames 24
     python benchmarks/bake_output.py --scene mountain_valley --flakes 1000000 --frames 12 --json out.json
 
 Prints one ``RESULT {json}`` line at the end.
@@ -82,41 +92,126 @@ def bake(scene_name: str, flakes: int, frames: int, backend: str, folder: str,
     started = time.perf_counter()
     job.run()
     wall = time.perf_counter() - started
-    record = job.record
+    return _result(scene_name, sim, snow, wall, simulate["seconds"], job.output_seconds,
+                   job.flush_seconds, job.writer.busy_seconds, job.record, job.compression,
+                   job.velocity_step, "Blender (the add-on's BakeJob)")
+
+
+def engine_bake(preset_name: str, flakes: int | None, frames: int, backend: str, folder: str,
+                substeps: int = 1) -> dict:
+    """A Blender-less bake of a preset through the add-on's writer-thread code: the bake
+    thread's side as in BakeJob._write_frame (host copies, a checkpoint when one is due,
+    one hand-off per frame), the writer's in FrameStore. Flake files are written in the
+    compressed layout Blender 5.x reads."""
+    from snowfall.operators import frame_store, ptcache_format
+    from snowfall.snow_addon import bake_cache
+    from snowfall.snow_addon.presets import get_preset
+    from snowfall.snow_addon.simulation import Simulation
+
+    preset = get_preset(preset_name)
+    settings = preset.settings(**({"flake_count": flakes} if flakes else {}))
+    settings.validate()
+    vertices, triangles = preset.terrain()
+    sim = Simulation(settings, vertices, triangles, backend=backend)
+    fps = 1.0 / (settings.time_step * substeps)
+    compression = ptcache_format.compression_for((5, 0, 0))
+    step = frame_store.velocity_step_for(fps)
+    bake = bake_cache.BakeFolder(os.path.join(folder, preset_name))
+    bake.start({"scene": preset_name, "frame_start": 1, "frame_end": frames,
+                "substeps": substeps, "fps": fps, "blender": None})
+    record = bake_cache.CommitRecord()
+    store = frame_store.FrameStore(bake, bake.flake_dir, compression, step,
+                                   sim.heightmap.height.astype(np.float32), record)
+    writer = bake_cache.BakeWriter()
+    seconds = {"simulation": 0.0, "output": 0.0, "flush": 0.0}
+    respawns = [sim.flake_respawn_counts()]
+    checkpoint = {"time": time.perf_counter(), "frame": None}
+
+    def snapshot(frame):
+        checkpoint["time"], checkpoint["frame"] = time.perf_counter(), frame
+        return {key: np.array(value, copy=True) for key, value in sim.state_dict().items()}
+
+    def hand_off(frame):
+        started = time.perf_counter()
+        depth = sim.snow_depth()
+        counts = sim.flake_respawn_counts()
+        respawned, respawns[0] = counts != respawns[0], counts
+        state = snapshot(frame) if frame == 1 or time.perf_counter() - checkpoint["time"] \
+            >= 1.0 else None
+        writer.submit(store.store_frame, frame, sim.flake_positions(), sim.flake_velocities(),
+                      respawned, depth, state, "")
+        seconds["output"] += time.perf_counter() - started
+
+    started_all = time.perf_counter()
+    try:
+        hand_off(1)
+        for frame in range(2, frames + 1):
+            started = time.perf_counter()
+            sim.step(substeps)
+            seconds["simulation"] += time.perf_counter() - started
+            hand_off(frame)
+        started = time.perf_counter()
+        if checkpoint["frame"] != frames:
+            writer.submit(store.commit, frames, snapshot(frames), "")
+        writer.submit(store.flush_pending)
+        writer.flush()
+        seconds["flush"] = time.perf_counter() - started
+        seconds["output"] += seconds["flush"]
+    finally:
+        writer.close()
+    wall = time.perf_counter() - started_all
+    return _result(preset_name, sim, "surface (depth files)", wall, seconds["simulation"],
+                   seconds["output"], seconds["flush"], writer.busy_seconds, record,
+                   compression, step, "engine (no Blender)")
+
+
+def _result(scene, sim, snow, wall, simulation, output, flush, writer_busy, record,
+            compression, step, route) -> dict:
     frames_written = len(record.flakes)
     flake_bytes = sum(v[0] for v in record.flakes.values())
     snow_bytes = sum(v[0] for v in record.snow.values())
     count = sim.settings.flake_count
     flake_frames = frames_written * count
-    return {"scene": scene_name, "flakes": count, "frames": frames_written, "snow": snow,
-            "backend": sim.backend.name, "wall_s": wall,
-            "simulation_s": simulate["seconds"], "output_s": job.output_seconds,
-            "final_flush_s": job.flush_seconds,
-            "writer_busy_s": job.writer.busy_seconds,
+    return {"scene": scene, "route": route, "flakes": count, "frames": frames_written,
+            "snow": snow, "backend": sim.backend.name, "wall_s": wall,
+            "simulation_s": simulation, "output_s": output, "final_flush_s": flush,
+            "writer_busy_s": writer_busy,
             "flake_bytes_per_flake_frame": flake_bytes / flake_frames,
             "snow_bytes_per_frame": snow_bytes / max(1, len(record.snow)),
             "checkpoint_bytes": (record.checkpoint or {}).get("bytes", 0),
-            "output_ns_per_flake_frame": job.output_seconds * 1e9 / flake_frames,
-            "simulation_ns_per_flake_frame": simulate["seconds"] * 1e9 / flake_frames,
-            "writer_ns_per_flake_frame": job.writer.busy_seconds * 1e9 / flake_frames,
-            "compression": job.compression, "velocity_step": job.velocity_step}
+            "output_ns_per_flake_frame": output * 1e9 / flake_frames,
+            "simulation_ns_per_flake_frame": simulation * 1e9 / flake_frames,
+            "writer_ns_per_flake_frame": writer_busy * 1e9 / flake_frames,
+            "compression": compression, "velocity_step": step}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scene", default="box_test", choices=("box_test", "mountain_valley"))
-    parser.add_argument("--flakes", type=int, default=100_000)
+    parser.add_argument("--scene", default="box_test", choices=("box_test", "mountain_valley"),
+                        help="sample scene baked in Blender (needs bpy)")
+    parser.add_argument("--preset", help="bake this command-line preset without Blender "
+                        "instead (snowfall presets lists them)")
+    parser.add_argument("--substeps", type=int, default=1, help="steps per frame (--preset)")
+    parser.add_argument("--flakes", type=int, default=None,
+                        help="flake count (default: 100000, or the preset's)")
     parser.add_argument("--frames", type=int, default=24)
     parser.add_argument("--backend", default="cpu", choices=("auto", "cpu", "gpu", "numpy"))
     parser.add_argument("--snow", default="surface", choices=("surface", "vertex"),
                         help="snow shown by the OpenEXR surface, or per-frame vertex attributes")
     parser.add_argument("--folder", help="cache folder (default: a temporary one)")
     parser.add_argument("--json", help="also write the result here")
+    parser.add_argument("--disk-mib", type=int, default=256,
+                        help="MiB written to measure the disk's speed (default 256)")
     args = parser.parse_args(argv)
     folder = args.folder or tempfile.mkdtemp(prefix="snowfall_bake_output_")
     try:
-        result = bake(args.scene, args.flakes, args.frames, args.backend, folder, args.snow)
-        speed = disk_write_speed(folder)
+        if args.preset:
+            result = engine_bake(args.preset, args.flakes, args.frames, args.backend, folder,
+                                 args.substeps)
+        else:
+            result = bake(args.scene, args.flakes or 100_000, args.frames, args.backend,
+                          folder, args.snow)
+        speed = disk_write_speed(folder, total=max(8, args.disk_mib) << 20)
     finally:
         if not args.folder:
             shutil.rmtree(folder, ignore_errors=True)
@@ -125,7 +220,8 @@ def main(argv=None) -> int:
     result["disk_ns_per_flake_frame_uncompressed"] = UNCOMPRESSED_BYTES_PER_FLAKE / speed * 1e9
     result["cpus"] = os.cpu_count()
     print(f"bake_output: {result['scene']}, {result['flakes']:,} flakes x {result['frames']} "
-          f"frames on {result['backend']} ({result['cpus']} CPUs), snow as {result['snow']}")
+          f"frames on {result['backend']} ({result['cpus']} CPUs), snow as {result['snow']}; "
+          f"{result['route']}")
     print(f"  wall {result['wall_s']:.2f} s: simulation {result['simulation_s']:.2f} s "
           f"({result['simulation_ns_per_flake_frame']:.0f} ns/flake-frame), output on the bake "
           f"thread {result['output_s']:.2f} s ({result['output_ns_per_flake_frame']:.1f} "

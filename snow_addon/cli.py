@@ -2,6 +2,7 @@
 
     python -m snowfall simulate --preset cpu-small --steps 48 --save out.npz
     python -m snowfall benchmark --scenes cpu-small cpu-2009 --steps 20 --blender
+    python -m snowfall benchmark --bake --scenes cpu-small --flakes 100000 --bake-frames 24
     python -m snowfall presets
 
 (``python -m snowfall.snow_addon`` and the ``snowfall`` console script do the same.)
@@ -557,6 +558,86 @@ def run_blender_benchmark(scene: str, particles: int, frames: int) -> dict | Non
     return None
 
 
+def _write_results(path: str, results: dict) -> None:
+    """``--out``: every figure as JSON (written atomically); nothing without a path."""
+    if not path:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(results, handle, indent=1, default=float)
+    os.replace(tmp, path)
+    print(f"results written to {path}")
+
+
+def run_bake_benchmark(args, scene: str, blender_scene: bool = False) -> dict | None:
+    """A bake's output cost (benchmarks/bake_output.py in a subprocess with this Python):
+    a preset baked without Blender through the add-on's writer-thread code, or, with
+    ``blender_scene``, a sample scene baked by the add-on itself (needs bpy). None with a
+    printed reason when it cannot run."""
+    if blender_scene and importlib.util.find_spec("bpy") is None:
+        print(f"  bake {scene}: skipped (the bpy module is not installed)")
+        return None
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bake_output.py"
+    if not script.is_file():
+        print(f"  bake {scene}: skipped ({script} is missing: run from a source checkout)")
+        return None
+    command = [sys.executable, str(script), "--scene" if blender_scene else "--preset", scene,
+               "--frames", str(args.bake_frames), "--backend", args.backend,
+               "--disk-mib", str(args.bake_disk_mib)]
+    if args.flakes is not None:
+        command += ["--flakes", str(args.flakes)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    print(f"  bake {scene}: failed (exit {done.returncode}): "
+          f"{(done.stderr or done.stdout).strip()[-600:]}")
+    return None
+
+
+#: The issue's target for the wall time a bake spends on output (2-core machine).
+BAKE_OUTPUT_TARGET_NS = 25.0
+
+
+def print_bake(record: dict) -> None:
+    """What a bake spends on output, against the disk's own write speed in the same run."""
+    print(f"bake {record['scene']}: {record['flakes']:,} flakes x {record['frames']} frames on "
+          f"{record['backend']}, {record['route']}")
+    print(f"  simulation {record['simulation_s']:.2f} s "
+          f"({record['simulation_ns_per_flake_frame']:.0f} ns/flake-frame)")
+    verdict = "meets" if record["output_ns_per_flake_frame"] <= BAKE_OUTPUT_TARGET_NS else \
+        "misses"
+    print(f"  output {record['output_s']:.3f} s on the bake thread "
+          f"({record['output_ns_per_flake_frame']:.1f} ns/flake-frame, {verdict} the "
+          f"{BAKE_OUTPUT_TARGET_NS:.0f} ns target; {record['final_flush_s']:.3f} s of it waiting "
+          f"for the writer at the end); writer thread {record['writer_busy_s']:.2f} s in the "
+          "background")
+    print(f"  flake cache {record['flake_bytes_per_flake_frame']:.2f} B/flake-frame; snow "
+          f"{record['snow_bytes_per_frame'] / 1e3:.1f} KB/frame")
+    print(f"  disk write limit (same folder, same run, fsync): "
+          f"{record['disk_write_bytes_per_s'] / 1e6:.0f} MB/s = "
+          f"{record['disk_ns_per_flake_frame']:.1f} ns/flake-frame for these flake bytes")
+
+
+def cmd_bake_benchmark(args) -> int:
+    presets = args.scenes or (("cpu-small",) if args.bake else ())
+    scenes = [(name, False) for name in presets]
+    scenes += [(name, True) for name in args.bake_scene]
+    print(f"snowfall benchmark --bake: {os.cpu_count()} CPUs; {args.bake_frames} frames each")
+    results = {"command": " ".join(["snowfall benchmark"] + list(args.argv)), "bakes": []}
+    failed = False
+    for name, blender_scene in scenes:
+        record = run_bake_benchmark(args, name, blender_scene)
+        if record is None:
+            failed = True
+            continue
+        print_bake(record)
+        results["bakes"].append(record)
+        sys.stdout.flush()
+    _write_results(args.out, results)
+    return 1 if failed and not results["bakes"] else 0
+
+
 def table_line(record: dict, blender: dict | None) -> str:
     """One docs/benchmarks.md line: scene | device | steps/s | stage bandwidths | ..."""
     if "error" in record:
@@ -583,6 +664,11 @@ def table_line(record: dict, blender: dict | None) -> str:
 
 def cmd_benchmark(args) -> int:
     from .backend import select_backend
+
+    if args.bake or args.bake_scene:
+        for name in args.scenes or ():
+            get_preset(name)
+        return cmd_bake_benchmark(args)
 
     backend = select_backend(args.backend)
     if args.steps is None:
@@ -637,12 +723,7 @@ def cmd_benchmark(args) -> int:
     print("\nscene | device | steps/s | ns/flake-step | ns/cell-step | per stage | ...")
     for line in table:
         print(line)
-    if args.out:
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as handle:
-            json.dump(results, handle, indent=1, default=float)
-        os.replace(tmp, args.out)
-        print(f"results written to {args.out}")
+    _write_results(args.out, results)
     return 0
 
 
@@ -722,6 +803,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--blender-frames", type=_at_least_two, default=12,
                        help="frames of the Blender run (the first, emitting, is not timed)")
     bench.add_argument("--blender-max-particles", type=_positive_int, default=2_000_000)
+    bench.add_argument("--bake", action="store_true",
+                       help="instead of steps/s: bake --scenes (default cpu-small) without "
+                       "Blender through the add-on's output code, and report simulation time, "
+                       "output time, bytes per flake-frame and the disk's write limit")
+    bench.add_argument("--bake-frames", type=_at_least_two, default=24,
+                       help="frames per bake (default 24)")
+    bench.add_argument("--bake-scene", nargs="+", default=[],
+                       choices=("box_test", "mountain_valley"), metavar="SAMPLE",
+                       help="also bake these sample scenes in Blender with the add-on (needs bpy)")
+    bench.add_argument("--bake-disk-mib", type=_positive_int, default=256,
+                       help="MiB written to measure the disk's write speed (default 256)")
     bench.add_argument("--out", default="", metavar="RESULTS.json", help="write all figures as JSON")
     return parser
 

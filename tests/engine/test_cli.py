@@ -202,3 +202,29 @@ def test_blender_particle_benchmark_runs(tmp_path):
     assert result["us_per_particle_frame"] > 0
     # The particles fell under gravity: all start at or below the emitter's top.
     assert result["z_mean"] < result["emitted_below_z"]
+
+
+def test_benchmark_bake_reports_output_cost_and_disk_limit(tmp_path, capsys):
+    """``benchmark --bake``: a Blender-less bake of a preset through the add-on's own
+    writer-thread code reports simulation time, output time, bytes per flake-frame and the
+    disk's write limit measured in the same run; the files it wrote are the add-on's."""
+    out = tmp_path / "bake.json"
+    assert main(["benchmark", "--bake", "--scenes", "cpu-tiny", "--backend", "numpy",
+                 "--flakes", "2000", "--bake-frames", "3", "--bake-disk-mib", "8",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "bake cpu-tiny: 2,000 flakes x 3 frames" in text
+    for words in ("simulation", "ns/flake-frame", "output", "B/flake-frame",
+                  "disk write limit", "MB/s"):
+        assert words in text, words
+    (record,) = json.loads(out.read_text())["bakes"]
+    assert record["route"] == "engine (no Blender)" and record["frames"] == 3
+    assert record["simulation_s"] > 0 and record["output_s"] > 0
+    assert 0 < record["flake_bytes_per_flake_frame"] < 40      # compressed point cache
+    assert record["disk_write_bytes_per_s"] > 0 and record["disk_ns_per_flake_frame"] > 0
+    assert record["compression"] == 3 and record["checkpoint_bytes"] > 0
+
+
+def test_benchmark_bake_names_an_unknown_preset(capsys):
+    assert main(["benchmark", "--bake", "--scenes", "no-such-scene"]) == 2
+    assert "no-such-scene" in capsys.readouterr().err
