@@ -62,7 +62,8 @@ def run(scene_name: str, out_png: str, frames: int, flakes: int | None, frame: i
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m snowfall.sample_scenes.demo",
                                      description="Bake a sample scene and render a frame.")
-    parser.add_argument("--scene", default="box_test", choices=("box_test", "mountain_valley"))
+    parser.add_argument("--scene", default="box_test",
+                        choices=("box_test", "mountain_valley", "snow_fence", "ridge"))
     parser.add_argument("--out", default="out/box_test.png", help="PNG to write")
     parser.add_argument("--frames", type=int, default=48, help="frames to bake")
     parser.add_argument("--flakes", type=int, help="flake count (scene default otherwise)")
