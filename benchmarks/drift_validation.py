@@ -1,0 +1,427 @@
+"""Drift validation: bake the solid snow fence, the cube on flat ground and the 2D ridge
+with the engine alone (no bpy) and print snow depths by zone, in obstacle heights H and in
+metres, next to what the literature says for each pattern (docs/drift_validation.md).
+
+    python benchmarks/drift_validation.py                       # all three, Numba CPU
+    python benchmarks/drift_validation.py --scene snow_fence --steps 240 --json out.json
+    python benchmarks/drift_validation.py --backend gpu --set drift_strength=0.5
+
+Wind blows along +x in every scene. Each scene's terrain comes from
+``snowfall.snow_addon.scenes`` (``snow_fence``, ``box_test`` with a cubic block,
+``ridge``), with domains large enough for the zones measured (the fence's lee to 35 H,
+the cube's far field beyond 4 H). The snowfall is a time-lapse (60 m/h, the sample scenes'
+rate, so a few seconds of bake show centimetres of snow); the drift runs at the same
+time-lapse (docs/drift.md). ``--set name=value`` changes any SnowSettings field of every
+scene (new physics switches included) without editing this file.
+
+Numbers are means of the snow depth (m, printed in cm) over ground nodes of each zone;
+obstacle nodes (the fence, the cube) are left out. ``ratio`` is the zone's mean over the
+scene's reference (far upstream for the fence and the ridge, the far field for the cube):
+1 = as on open level ground, > 1 deposition, < 1 erosion or shelter from the snowfall.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+from snowfall.snow_addon import Simulation, SnowSettings  # noqa: E402
+from snowfall.snow_addon import scenes  # noqa: E402
+
+#: Settings shared by the three scenes (a storm across +x at 10 m/s, time-lapse snowfall).
+COMMON = dict(wind_speed=10.0, wind_direction=0.0, gust_strength=0.2, gust_period=2.0,
+              gust_direction_jitter=5.0, snow_type="dry", snowfall_rate=60.0, seed=1)
+
+
+@dataclasses.dataclass
+class Scene:
+    name: str
+    terrain: dict              # keyword arguments of the scenes.py function
+    settings: dict             # SnowSettings fields on top of COMMON
+    steps: int                 # default number of steps (time_step 1/24 s)
+    height: float              # the obstacle height H (m) that distances are measured in
+    describe: str
+
+
+SCENES = {
+    # A solid fence 2 m high spanning a 90 x 12 m strip across the wind (2D, as Tabler's long
+    # fences; flakes wrap periodically across y): 10 H of fetch upwind, 35 H of lee.
+    # Heightmap 0.25 m, wind cells 0.5 m (4 per H). The fence is 0.6 m thick and centred
+    # on a wind cell's centre: the solid mask samples the heightmap at cell centres, and the
+    # default 0.4 m fence between two centres is invisible to the wind.
+    "snow_fence": Scene(
+        "snow_fence",
+        dict(size_x=90.0, size_y=12.0, fence_height=2.0, fence_length=12.0, thickness=0.6,
+             fence_x=-24.75, resolution=361),
+        dict(heightmap_resolution=361, wind_cell_size=0.5, sky_height=8.0,
+             flake_count=100_000),
+        steps=240, height=2.0,
+        describe="solid fence H = 2 m (0.6 m thick) spanning a 90 x 12 m strip at x = "
+                 "-24.75 m; wind 10 m/s along +x"),
+    # A 2 m cube (box_test with block = block_height) in the middle of a 30 m plane: its
+    # faces 7 H from the domain's edges. Heightmap 0.25 m, wind cells 0.5 m.
+    "box_test": Scene(
+        "box_test",
+        dict(size=30.0, block=2.0, block_height=2.0, resolution=121),
+        dict(heightmap_resolution=121, wind_cell_size=0.5, sky_height=8.0,
+             flake_count=100_000),
+        steps=240, height=2.0,
+        describe="cube B = H = 2 m centred on a 30 x 30 m plane; wind 10 m/s along +x"),
+    # The Agnesi ridge of scenes.ridge (H = 20 m, half-width a = 30 m) across y, on a
+    # 240 x 40 m strip (the ridge is 2D; a narrower strip than the default saves time).
+    "ridge": Scene(
+        "ridge",
+        dict(size_x=240.0, size_y=40.0, height=20.0, half_width=30.0, resolution=241),
+        dict(heightmap_resolution=241, wind_cell_size=2.5, sky_height=30.0,
+             flake_count=100_000),
+        steps=480, height=20.0,
+        describe="Witch of Agnesi ridge H = 20 m, half-width a = 30 m, on a 240 x 40 m "
+                 "strip; wind 10 m/s along +x"),
+}
+ALIASES = {"fence": "snow_fence", "cube": "box_test", "box": "box_test"}
+
+
+# --- measuring ----------------------------------------------------------------------------
+def _mean(depth, mask):
+    count = int(np.count_nonzero(mask))
+    return (float(depth[mask].mean()) if count else float("nan")), count
+
+
+def _zone(rows, name, depth, mask, reference, span_h, span_m):
+    mean, count = _mean(depth, mask)
+    rows.append({"zone": name, "span_H": span_h, "span_m": span_m, "mean_depth_m": mean,
+                 "nodes": count,
+                 "ratio": mean / reference if reference and reference > 0 else float("nan")})
+    return mean
+
+
+def _profile(depth, mask, coordinate, start, stop, width):
+    """Mean depth per bin of ``width`` along ``coordinate`` (heightmap-shaped) over
+    ``mask``, bins [start, stop): list of (bin centre, mean or nan)."""
+    edges = np.arange(start, stop + 1e-9, width)
+    out = []
+    for low, high in zip(edges[:-1], edges[1:]):
+        out.append((0.5 * (low + high), _mean(depth, mask & (coordinate >= low)
+                                              & (coordinate < high))[0]))
+    return out
+
+
+def _grids(sim):
+    hm = sim.heightmap
+    g = hm.grid
+    x = g.x0 + g.spacing * np.arange(g.nx)
+    y = g.y0 + g.spacing * np.arange(g.ny)
+    xx, yy = np.meshgrid(x, y)
+    return xx, yy, np.asarray(hm.height, dtype=np.float64), np.asarray(hm.has_surface), g.spacing
+
+
+def measure_fence(sim, scene):
+    t = scene.terrain
+    H = t["fence_height"]
+    depth = sim.snow_depth().astype(np.float64)
+    xx, yy, height, surface, spacing = _grids(sim)
+    ground = surface & (height < 1e-3)
+    if t["fence_length"] < t["size_y"]:      # the middle half of a fence with two ends
+        strip = ground & (np.abs(yy) < 0.25 * t["fence_length"])
+    else:                                   # a fence across the whole strip: 1 H off its sides
+        strip = ground & (np.abs(yy) < 0.5 * t["size_y"] - H)
+    windward_face = t["fence_x"] - 0.5 * t["thickness"]
+    lee_face = t["fence_x"] + 0.5 * t["thickness"]
+    up = (windward_face - xx) / H     # distance upwind of the windward face, in H
+    down = (xx - lee_face) / H        # distance downwind of the lee face, in H
+    fetch_h = (windward_face + 0.5 * t["size_x"]) / H
+    lee_h = (0.5 * t["size_x"] - lee_face) / H
+    far_up = (5.0, min(10.0, fetch_h - 1.0))     # keep 1 H off the inflow edge
+    reference, _ = _mean(depth, strip & (up >= far_up[0]) & (up < far_up[1]))
+    rows = []
+
+    def zone(name, mask, span_h):
+        return _zone(rows, name, depth, strip & mask, reference, span_h,
+                     [round(span_h[0] * H, 2), round(span_h[1] * H, 2)])
+
+    zone(f"far upstream {far_up[0]:g}-{far_up[1]:g} H", (up >= far_up[0]) & (up < far_up[1]),
+         list(far_up))
+    windward = zone("windward 0-5 H", (up >= 0) & (up < 5), [0, 5])
+    lee = zone("lee 0-5 H", (down >= 0) & (down < 5), [0, 5])
+    zone("lee 5-15 H", (down >= 5) & (down < 15), [5, 15])
+    zone("lee 15-30 H", (down >= 15) & (down < 30), [15, 30])
+    if lee_h > 31:
+        zone(f"lee 30-{lee_h - 1:.0f} H", (down >= 30) & (down < lee_h - 1), [30, lee_h - 1])
+
+    # lee drift length: from the lee maximum (smoothed over 1 H) downwind to where the
+    # depth falls back to the upstream mean
+    bins = _profile(depth, strip, down, 0.0, math.floor(lee_h - 1.0), 0.5)
+    centres = np.array([c for c, _ in bins])
+    values = np.array([v for _, v in bins])
+    smooth = np.convolve(np.nan_to_num(values, nan=0.0), np.ones(2) / 2.0, mode="same")
+    within = centres <= 30.0
+    peak = int(np.argmax(np.where(within, smooth, -np.inf)))
+    if not smooth[peak] > reference:
+        drift_length, note = 0.0, "no lee drift: the lee never rises above the upstream mean"
+    else:
+        beyond = np.nonzero((np.arange(smooth.size) > peak) & (smooth <= reference))[0]
+        if beyond.size:
+            drift_length, note = float(centres[beyond[0]]), ""
+        else:
+            drift_length, note = float(centres[-1]), "still above the upstream mean at the outflow"
+    bare = np.nonzero(smooth >= 0.5 * reference)[0]
+    wind_bins = _profile(depth, strip, up, 0.0, math.floor(fetch_h - 1.0), 0.5)
+    wvalues = np.array([v for _, v in wind_bins])
+    wpeak = int(np.nanargmax(wvalues)) if np.isfinite(wvalues).any() else 0
+    derived = {
+        "H_m": H,
+        "reference_m": reference,
+        "lee_over_windward_0_5H": lee / windward if windward > 0 else float("nan"),
+        "lee_drift_length_H": drift_length,
+        "lee_drift_length_m": drift_length * H,
+        "lee_drift_note": note,
+        "lee_peak_at_H": float(centres[peak]),
+        "lee_peak_over_reference": float(smooth[peak] / reference) if reference > 0 else None,
+        "lee_below_half_reference_until_H": float(centres[bare[0]]) if bare.size else None,
+        "windward_peak_at_H": float(wind_bins[wpeak][0]),
+        "windward_peak_over_reference": float(wvalues[wpeak] / reference)
+        if reference > 0 else None,
+        "literature": "Tabler: solid fence lee drift ~12-15 H (docs/drift_validation.md); "
+                      "lee/windward > 1",
+    }
+    profile = _profile(depth, strip, (xx - lee_face) / H, -math.floor(fetch_h - 1.0),
+                       math.floor(lee_h - 1.0), 1.0)
+    return rows, derived, {"axis": "x from the fence's lee face, H", "bins": profile}
+
+
+def measure_cube(sim, scene):
+    t = scene.terrain
+    H, B, half_size = t["block_height"], t["block"], 0.5 * t["size"]
+    depth = sim.snow_depth().astype(np.float64)
+    xx, yy, height, surface, spacing = _grids(sim)
+    ground = surface & (height < 1e-3)
+    b = 0.5 * B
+    ax, ay = np.abs(xx), np.abs(yy)
+    ring = np.maximum(np.maximum(ax - b, 0.0), np.maximum(ay - b, 0.0)) / H   # max-norm, H
+    inner = (half_size - np.maximum(ax, ay)) / H                             # to the edge, H
+    far = ground & (ring >= 4.0) & (inner >= 0.5)
+    reference, _ = _mean(depth, far)
+    rows = []
+
+    def zone(name, mask, span_h, span_m):
+        return _zone(rows, name, depth, ground & mask, reference, span_h, span_m)
+
+    up = (-b - xx) / H       # upwind of the windward face, H
+    down = (xx - b) / H      # downwind of the lee face, H
+    side = (ay - b) / H      # outward of the side faces, H
+    zone("far field (>= 4 H from the cube)", far, [4, None], [4 * H, None])
+    front = zone("windward face 0-0.5 H, |y| <= B/2", (up >= 0) & (up < 0.5) & (ay <= b),
+                 [0, 0.5], [0, 0.5 * H])
+    zone("windward 0.5-1.5 H, |y| <= B/2", (up >= 0.5) & (up < 1.5) & (ay <= b), [0.5, 1.5],
+         [0.5 * H, 1.5 * H])
+    corners = zone("windward corners (1 H squares on them)",
+                   (np.abs(xx + b) <= 0.5 * H) & (np.abs(ay - b) <= 0.5 * H), [-0.5, 0.5],
+                   [-0.5 * H, 0.5 * H])
+    sides = zone("sides 0-0.5 H out, along the block", (side >= 0) & (side < 0.5)
+                 & (xx >= -b + 0.5 * H) & (xx <= b), [0, 0.5], [0, 0.5 * H])
+    zone("lee 0-1 H, |y| <= B/2", (down >= 0) & (down < 1) & (ay <= b), [0, 1], [0, H])
+    lee = zone("lee 1-3 H, |y| <= B/2", (down >= 1) & (down < 3) & (ay <= b), [1, 3],
+               [H, 3 * H])
+    zone("lee 3-6 H, |y| <= B/2", (down >= 3) & (down < 6) & (ay <= b), [3, 6],
+         [3 * H, 6 * H])
+    derived = {
+        "H_m": H, "B_m": B, "reference_m": reference,
+        "windward_face_over_far": front / reference if reference > 0 else None,
+        "corners_over_far": corners / reference if reference > 0 else None,
+        "sides_over_far": sides / reference if reference > 0 else None,
+        "lee_1_3H_over_far": lee / reference if reference > 0 else None,
+        "literature": "Oikawa et al. 2007, Beyers et al. 2004, Tominaga et al. 2011: erosion "
+                      "around the windward corners and along the sides (< 1), deposition "
+                      "behind (> 1) and in front of the windward face",
+    }
+    centre_line = ground & (ay <= b)
+    profile = _profile(depth, centre_line, xx / H, -math.floor(half_size / H),
+                       math.floor(half_size / H), 0.5)
+    return rows, derived, {"axis": "x along the centre line (|y| <= B/2), H", "bins": profile}
+
+
+def measure_ridge(sim, scene):
+    t = scene.terrain
+    H, a = t["height"], t["half_width"]
+    depth = sim.snow_depth().astype(np.float64)
+    xx, yy, height, surface, spacing = _grids(sim)
+    strip = surface & (np.abs(yy) < 0.25 * t["size_y"])
+    edge = 0.5 * t["size_x"]
+    far_up_mask = (xx <= -3.0 * a) & (xx >= -edge + 0.1 * a)
+    reference, _ = _mean(depth, strip & far_up_mask)
+    rows = []
+
+    def zone(name, lo, hi):
+        mask = strip & (xx >= lo * a) & (xx < hi * a)
+        return _zone(rows, name, depth, mask, reference, [round(lo * a / H, 2),
+                                                          round(hi * a / H, 2)],
+                     [lo * a, hi * a])
+
+    zone("far upstream x <= -3 a", -edge / a + 0.1, -3.0)
+    windward = zone("windward slope -2 a .. -0.5 a", -2.0, -0.5)
+    crest = zone("crest |x| < 0.25 a", -0.25, 0.25)
+    zone("lee shoulder 0.25 a .. 0.75 a (cornice zone)", 0.25, 0.75)
+    lee = zone("lee slope 0.5 a .. 2 a", 0.5, 2.0)
+    zone("far downstream x >= 3 a", 3.0, edge / a - 0.1)
+    derived = {
+        "H_m": H, "a_m": a, "reference_m": reference,
+        "windward_over_far": windward / reference if reference > 0 else None,
+        "crest_over_far": crest / reference if reference > 0 else None,
+        "lee_over_far": lee / reference if reference > 0 else None,
+        "lee_over_windward": lee / windward if windward > 0 else None,
+        "literature": "Gauer 2001, Lehning et al. 2008, Mott and Lehning 2010: windward "
+                      "slope and crest scoured (< 1), lee slope loaded (> 1), cornice at "
+                      "the crest's lee edge",
+    }
+    profile = _profile(depth, strip, xx / a, -math.floor(edge / a), math.floor(edge / a), 0.25)
+    return rows, derived, {"axis": "x in half-widths a (crest at 0)", "bins": profile}
+
+
+MEASURE = {"snow_fence": measure_fence, "box_test": measure_cube, "ridge": measure_ridge}
+
+
+# --- running ------------------------------------------------------------------------------
+def _parse_set(items):
+    fields = {f.name: f for f in dataclasses.fields(SnowSettings)}
+    out = {}
+    for item in items or ():
+        if "=" not in item:
+            raise SystemExit(f"--set {item!r}: expected name=value")
+        name, text = item.split("=", 1)
+        if name not in fields:
+            raise SystemExit(f"--set {name}: not a SnowSettings field")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        if text in ("True", "False"):
+            value = text == "True"
+        out[name] = value
+    return out
+
+
+def run_scene(scene: Scene, backend: str, steps: int | None, flakes: int | None,
+              overrides: dict) -> dict:
+    vertices, triangles = getattr(scenes, scene.name)(**scene.terrain)
+    values = dict(COMMON, **scene.settings)
+    if flakes:
+        values["flake_count"] = flakes
+    values.update(overrides)
+    settings = SnowSettings(**values)
+    steps = steps or scene.steps
+    started = time.perf_counter()
+    sim = Simulation(settings, vertices, triangles, backend=backend)
+    setup = time.perf_counter() - started
+    g = sim.grid
+    solid = sim.solid_mask()
+    levels = np.nonzero(solid.any(axis=(1, 2)))[0]
+    solid_top = float(g.z0 + (levels.max() + 1) * g.cell_size) if levels.size else float("nan")
+    print(f"\n== {scene.name}: {scene.describe}", flush=True)
+    print(f"   {sim.backend.describe()}; heightmap {sim.heightmap.grid.nx}x"
+          f"{sim.heightmap.grid.ny} ({sim.heightmap.grid.spacing:.3g} m), wind "
+          f"{g.nx}x{g.ny}x{g.nz} cells of {g.cell_size:.3g} m, {settings.flake_count:,} "
+          f"flakes, {steps} steps of {settings.time_step:.4g} s = {steps * settings.time_step:.1f}"
+          f" s at {settings.snowfall_rate:g} m/h", flush=True)
+    print(f"   the wind sees solid cells up to z = {solid_top:.3g} m (obstacle H = "
+          f"{scene.height:g} m)", flush=True)
+    started = time.perf_counter()
+    done, chunk = 0, max(1, steps // 4)
+    while done < steps:
+        n = min(chunk, steps - done)
+        diag = sim.step(n)
+        done += n
+        print(f"   step {done}/{steps}: {time.perf_counter() - started:.1f} s", flush=True)
+    seconds = time.perf_counter() - started
+    rows, derived, profile = MEASURE[scene.name](sim, scene)
+    books = {f.name: getattr(diag, f.name) for f in dataclasses.fields(diag)
+             if isinstance(getattr(diag, f.name), (int, float)) and f.name not in ("step",)}
+    deposited = books.get("deposited_volume", 0.0)
+    accounted = books.get("snow_volume", 0.0) + books.get("drifted_out_volume", 0.0)
+    books["unaccounted_volume"] = deposited - accounted
+    books["unaccounted_relative"] = (deposited - accounted) / deposited if deposited else None
+    return {"scene": scene.name, "describe": scene.describe, "terrain": scene.terrain,
+            "settings": settings.to_dict(), "backend": sim.backend.describe(), "steps": steps,
+            "wind_solid_top_m": solid_top, "setup_seconds": setup, "step_seconds": seconds, "zones": rows,
+            "derived": derived, "books": books, "profile": profile}
+
+
+def _cm(value):
+    return "   nan" if value is None or not math.isfinite(value) else f"{100.0 * value:6.2f}"
+
+
+def report(result: dict) -> None:
+    d = result["derived"]
+    print(f"   simulated in {result['step_seconds']:.1f} s (+{result['setup_seconds']:.1f} s "
+          f"setup); H = {d['H_m']:g} m; reference depth {_cm(d['reference_m']).strip()} cm")
+    print(f"   {'zone':48s} {'H':>12s} {'m':>14s} {'depth cm':>9s} {'ratio':>6s}")
+    for row in result["zones"]:
+        span_h = "..".join("inf" if v is None else f"{v:g}" for v in row["span_H"])
+        span_m = "..".join("inf" if v is None else f"{v:g}" for v in row["span_m"])
+        ratio = row["ratio"]
+        ratio = f"{ratio:6.2f}" if ratio is not None and math.isfinite(ratio) else "   nan"
+        print(f"   {row['zone']:48s} {span_h:>12s} {span_m:>14s} {_cm(row['mean_depth_m']):>9s}"
+              f" {ratio}")
+    for key, value in d.items():
+        if key in ("H_m", "reference_m"):
+            continue
+        if isinstance(value, float):
+            value = f"{value:.3g}"
+        print(f"   {key}: {value}")
+    b = result["books"]
+    print(f"   books (m^3): deposited {b.get('deposited_volume', 0):.4g} = snow "
+          f"{b.get('snow_volume', 0):.4g} + drifted out {b.get('drifted_out_volume', 0):.4g}"
+          f" + unaccounted {b['unaccounted_volume']:.3g} (relative "
+          f"{(b['unaccounted_relative'] or 0):.2e})")
+    extra = {k: v for k, v in b.items() if k not in ("deposited_volume", "snow_volume",
+                                                      "drifted_out_volume", "unaccounted_volume",
+                                                      "unaccounted_relative", "time", "hits")}
+    if extra:
+        print("   other diagnostics: " + ", ".join(f"{k} {v:.4g}" for k, v in extra.items()))
+    p = result["profile"]
+    cells = " ".join("." if not math.isfinite(v) else f"{100 * v:.1f}" for _, v in p["bins"])
+    first, last = p["bins"][0][0], p["bins"][-1][0]
+    print(f"   profile, depth cm per bin, {p['axis']}, bin centres {first:g} .. {last:g}:")
+    print(f"     {cells}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", default="cpu", choices=("cpu", "gpu", "numpy", "auto"))
+    parser.add_argument("--scene", default="all",
+                        help="snow_fence (fence), box_test (cube), ridge, or all")
+    parser.add_argument("--steps", type=int, help="steps per scene (default: the scene's, 240)")
+    parser.add_argument("--flakes", type=int, help="flake count (default: the scene's)")
+    parser.add_argument("--set", action="append", metavar="NAME=VALUE",
+                        help="override a SnowSettings field in every scene (repeatable)")
+    parser.add_argument("--json", help="write every number to this JSON file")
+    args = parser.parse_args(argv)
+    name = ALIASES.get(args.scene, args.scene)
+    if name != "all" and name not in SCENES:
+        parser.error(f"--scene {args.scene!r}: one of {', '.join(SCENES)}, all")
+    names = list(SCENES) if name == "all" else [name]
+    overrides = _parse_set(args.set)
+    print("drift_validation: " + " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]))
+    print(f"python {platform.python_version()}, numpy {np.__version__}, "
+          f"{os.cpu_count()} CPUs; overrides {overrides or 'none'}", flush=True)
+    results = []
+    for n in names:
+        result = run_scene(SCENES[n], args.backend, args.steps, args.flakes, overrides)
+        report(result)
+        results.append(result)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"argv": sys.argv, "results": results}, handle, indent=1,
+                      default=lambda o: o.item() if hasattr(o, "item") else str(o))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
