@@ -1,7 +1,9 @@
-"""Wind-driven snow transport (saltation) on the heightmap grid: the near-surface wind
-gives a friction velocity (log law), above the threshold a saltation flux (Pomeroy and
-Gray 1990) moves snow along the surface wind, pairwise between neighbour nodes so volume
-stays exact. Model, constants and sources: docs/drift.md; kernels: kernels/*/drift.py.
+"""Wind-driven snow transport on the heightmap grid: the near-surface wind gives a
+friction velocity (log law); above the threshold a saltation flux (Pomeroy and Gray 1990)
+moves snow along the surface wind, pairwise between neighbour nodes so volume stays exact,
+and snow that falls there is lifted again and blown on as flakes (blowing snow) until it
+lands in shelter. Model, constants and sources: docs/drift.md; kernels:
+kernels/*/drift.py and the lift in kernels/*/flakes.py.
 """
 from __future__ import annotations
 
@@ -29,6 +31,18 @@ THRESHOLD_FRICTION_VELOCITY = {"dry": 0.32, "wet": 0.41}
 """m/s: u*_t from the mean 10 m threshold wind speeds of Li and Pomeroy (1997), 7.7 m/s
 for dry and 9.9 m/s for wet snow, through the log law with z0 = 5e-4 m; both inside the
 0.27-0.69 m/s that Clifton et al. (2006) measured in a snow wind tunnel."""
+SEPARATION_SLOPE = 1.0 / 12.0
+"""Drop of the dividing streamline per metre downwind of an obstacle's top: flow behind a
+solid fence reattaches about 12 fence heights downwind, where its lee drift ends (Tabler
+1991, 1994: a solid fence's drift is 10-15 H long)."""
+WAKE_SPREAD = 2.0
+"""Half-width of the crosswind window, per metre downwind, over which an obstacle's
+height is averaged: a narrow obstacle's wake closes sooner because air flows in from its
+sides. 2 closes a cube's bubble 1.7 H behind it (Martinuzzi and Tropea 1993 measured
+1.6 H behind a wall-mounted cube); a long fence keeps its 12 H."""
+
+MAX_BUBBLE_CELLS = 128
+"""The upwind march of the bubble stops after this many wind cells (its cost)."""
 
 
 def threshold(settings) -> float:
@@ -66,7 +80,7 @@ class SnowDrift:
     wind column (ny_w, nx_w) and the flux per heightmap node (ny, nx), float32 m/s and
     m^2/s; ``exported`` (ny, nx) float32 m of depth that left through the grid's edge."""
 
-    def __init__(self, settings, cover, grid, backend):
+    def __init__(self, settings, cover, grid, backend, relief: float):
         check_roughness(settings, grid.cell_size)
         self.settings, self.cover, self.grid, self.backend = settings, cover, grid, backend
         self.kernels = backend.kernel_module("drift")
@@ -77,26 +91,61 @@ class SnowDrift:
         self.flux_x = xp.zeros(shape, xp.float32)
         self.flux_y = xp.zeros(shape, xp.float32)
         self.exported = xp.zeros(shape, xp.float32)
+        self.column_height = xp.zeros((grid.ny, grid.nx), xp.float32)
+        self.bubble_top = xp.zeros((grid.ny, grid.nx), xp.float32)
+        relief = max(float(relief), float(cover.heightmap_grid.spacing))
+        self.max_distance = np.float32(min(relief / SEPARATION_SLOPE,
+                                           math.hypot(*grid.size[:2]),
+                                           MAX_BUBBLE_CELLS * grid.cell_size))
         self.ustar_per_speed = np.float32(ustar_per_speed(settings, grid.cell_size))
         self.threshold = np.float32(threshold(settings))
         self.flux_scale = np.float32(flux_scale(settings))
+        self.heading = (1.0, 0.0)
 
     @staticmethod
     def estimate_bytes(heightmap_grid, grid) -> int:
-        return 4 * (2 * grid.nx * grid.ny + 3 * heightmap_grid.nx * heightmap_grid.ny)
+        return 4 * (4 * grid.nx * grid.ny + 3 * heightmap_grid.nx * heightmap_grid.ny)
 
-    def step(self, wind, dt: float, time: float) -> None:
-        """Move snow along the surface wind of ``wind`` (a WindSolver) for ``dt`` seconds at
-        simulated ``time`` s (the heading of the wind before gusts tells lee eddies apart);
-        writes the cover's spare depth and swaps it in."""
+    def update_shelter(self, time: float) -> None:
+        """Rebuild the top of the lee's separation bubble per wind column from the
+        cover's surface (terrain + snow) for the storm's heading at simulated ``time`` s.
+        Called with the obstacle refresh: air below it is still, snow below it stays."""
+        c, hm, g = self.cover, self.cover.heightmap_grid, self.grid
+        _speed, heading = base_wind(self.settings, time)
+        hx, hy = math.cos(math.radians(heading)), math.sin(math.radians(heading))
+        self.kernels.column_surface(c.height, c.snow_depth, c.has_surface, hm.x0, hm.y0,
+                                    hm.spacing, g.x0, g.y0, g.cell_size, self.column_height)
+        self.kernels.separation_bubble(self.column_height, g.x0, g.y0, g.cell_size, hx, hy,
+                                       SEPARATION_SLOPE, WAKE_SPREAD, self.max_distance,
+                                       self.bubble_top)
+
+    def update_surface_wind(self, wind, time: float) -> None:
+        """Read the surface wind of ``wind`` (a WindSolver) per column and the storm's
+        heading at simulated ``time`` s (the heading tells lee eddies apart): what this
+        step's blowing snow (``lift_arguments``) and transport (``step``) use."""
+        self.kernels.surface_wind(wind.u, wind.v, wind.solid, self.wind_x, self.wind_y)
+        _speed, heading = base_wind(self.settings, time)
+        self.heading = (math.cos(math.radians(heading)), math.sin(math.radians(heading)))
+
+    def lift_arguments(self, step_index: int) -> dict:
+        """Keyword arguments of the flakes kernels' step for blowing snow (see
+        kernels.reference.flakes): landing flakes are lifted again where u* > u*_t."""
+        return {"surface_x": self.wind_x, "surface_y": self.wind_y,
+                "ustar_per_speed": self.ustar_per_speed, "threshold": self.threshold,
+                "heading_x": np.float32(self.heading[0]), "heading_y": np.float32(self.heading[1]),
+                "lift_strength": np.float32(self.settings.drift_strength),
+                "step_index": np.uint32(step_index & 0xFFFFFFFF), "bubble_top": self.bubble_top}
+
+    def step(self, dt: float) -> None:
+        """Move snow along the surface wind read by ``update_surface_wind`` for ``dt``
+        seconds; writes the cover's spare depth and swaps it in."""
         k, g, c = self.kernels, self.grid, self.cover
         hm = c.heightmap_grid
-        _speed, heading = base_wind(self.settings, time)
-        heading_x, heading_y = math.cos(math.radians(heading)), math.sin(math.radians(heading))
-        k.surface_wind(wind.u, wind.v, wind.solid, self.wind_x, self.wind_y)
+        heading_x, heading_y = self.heading
         k.saltation_flux(self.wind_x, self.wind_y, g.x0, g.y0, g.cell_size, hm.x0, hm.y0,
                          hm.spacing, c.has_surface, self.ustar_per_speed, self.threshold,
-                         self.flux_scale, heading_x, heading_y, self.flux_x, self.flux_y)
+                         self.flux_scale, heading_x, heading_y, self.flux_x, self.flux_y,
+                         c.height, c.snow_depth, self.bubble_top)
         k.drift_transport(self.flux_x, self.flux_y, c.height, c.has_surface, c.snow_depth,
                           np.float32(dt / hm.spacing), c.threshold, c.spare_depth, self.exported)
         c.snow_depth, c.spare_depth = c.spare_depth, c.snow_depth
@@ -122,7 +171,9 @@ class SnowDrift:
         return (float(self.ustar_per_speed) * np.hypot(sx, sy)).astype(np.float32)
 
     def state_dict(self) -> dict:
-        return {"exported": np.array(self.backend.to_host(self.exported), copy=True)}
+        host = self.backend.to_host
+        return {name: np.array(host(getattr(self, name)), copy=True)
+                for name in ("exported", "bubble_top")}
 
     def load_state_dict(self, state) -> None:
         array = np.asarray(state.get("exported")) if "exported" in state else None
@@ -130,3 +181,8 @@ class SnowDrift:
             raise SnowInputError("state", "the drift state lacks 'exported' of the heightmap's "
                                  "shape", "a state saved with the same settings")
         self.exported[...] = self.backend.asarray(array)
+        top = np.asarray(state.get("bubble_top")) if "bubble_top" in state else None
+        if top is None or top.shape != tuple(self.bubble_top.shape) or top.dtype != np.float32:
+            raise SnowInputError("state", "the drift state lacks 'bubble_top' of the wind "
+                                 "grid's columns", "a state saved by this version")
+        self.bubble_top[...] = self.backend.asarray(top)

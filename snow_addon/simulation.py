@@ -1,8 +1,9 @@
 """The public engine API: build a simulation from settings and terrain arrays, step it,
 read its state. Composes the wind solver, the flakes and the snow cover; knows no bpy.
 
-Per step: wind (advect, solve, project) -> flakes (sample, integrate, collide, count hits,
-respawn) -> cover (deposit the hits, drift along the surface wind, redistribute); every
+Per step: wind (advect, solve, project) -> surface wind (with drift) -> flakes (sample,
+integrate, collide, lift again where the wind blows snow, count hits, respawn) -> cover
+(deposit the hits, drift along the surface wind, redistribute); every
 ``obstacle_refresh_steps`` steps
 the solid-cell mask is rebuilt from terrain + snow.
 """
@@ -146,7 +147,9 @@ class Simulation:
         self.wind.update_obstacles(self.cover.height, self.cover.snow_depth, self.heightmap.grid)
         self.drift: SnowDrift | None = None
         if settings.drift_enabled and flakes:
-            self.drift = SnowDrift(settings, self.cover, self.grid, self.backend)
+            self.drift = SnowDrift(settings, self.cover, self.grid, self.backend,
+                                   self.heightmap.z_max - self.heightmap.z_min)
+            self.drift.update_shelter(0.0)
         self.flakes: FlakeSystem | None = None
         if flakes:
             self.flakes = FlakeSystem(settings, self.grid, self.heightmap.grid, self.backend)
@@ -171,9 +174,14 @@ class Simulation:
             with timer.stage("wind"):
                 self._last_wind = self.wind.step(self.time, dt)
             if self.flakes is not None:
+                lift = None
+                if self.drift is not None:
+                    with timer.stage("cover"):
+                        self.drift.update_surface_wind(self.wind, self.time)
+                    lift = self.drift.lift_arguments(self.step_index)
                 with timer.stage("flakes"):
                     self.flakes.step(self.wind, self.cover.height, self.cover.snow_depth,
-                                     self.cover.hit_counts, self.time, dt)
+                                     self.cover.hit_counts, self.time, dt, lift)
                 with timer.stage("cover"):
                     self.cover.step(dt, None if self.drift is None else self._drift_step)
             self.step_index += 1
@@ -182,10 +190,12 @@ class Simulation:
                 with timer.stage("obstacles"):
                     self.wind.update_obstacles(self.cover.height, self.cover.snow_depth,
                                                self.heightmap.grid)
+                    if self.drift is not None:
+                        self.drift.update_shelter(self.time)
         return self.diagnostics
 
     def _drift_step(self) -> None:
-        self.drift.step(self.wind, self.settings.time_step, self.time)
+        self.drift.step(self.settings.time_step)
 
     @property
     def diagnostics(self) -> StepDiagnostics:

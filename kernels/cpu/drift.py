@@ -7,6 +7,8 @@ import numpy as np
 from numba import prange
 
 from .sampling import sample_bilinear
+# One home for the constants: the reference build defines them.
+from ..reference.drift import NO_SURFACE, WAKE_SAMPLES
 
 F32 = np.float32
 
@@ -49,11 +51,24 @@ def surface_wind(u, v, solid, wind_x, wind_y):
                                       v[k, j + 1, i], not _solid_at(solid, k, j + 1, i))
 
 
-@numba.njit(parallel=True, cache=True)
 def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,
                    has_surface, ustar_per_speed, threshold, flux_scale, heading_x, heading_y,
-                   flux_x, flux_y):
-    """Saltation volume flux (m^2/s) per heightmap node along the surface wind."""
+                   flux_x, flux_y, height=None, snow_depth=None, bubble_top=None):
+    """Saltation volume flux (m^2/s) per heightmap node along the surface wind, none where
+    the surface lies below ``bubble_top`` (see the reference)."""
+    shelter = bubble_top is not None
+    if not shelter:
+        height = snow_depth = flux_x
+        bubble_top = wind_x
+    _saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,
+                    has_surface, ustar_per_speed, threshold, flux_scale, heading_x, heading_y,
+                    flux_x, flux_y, shelter, height, snow_depth, bubble_top)
+
+
+@numba.njit(parallel=True, cache=True)
+def _saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,
+                    has_surface, ustar_per_speed, threshold, flux_scale, heading_x, heading_y,
+                    flux_x, flux_y, shelter, height, snow_depth, bubble_top):
     ny, nx = has_surface.shape
     half = np.float32(np.float32(0.5) * np.float32(cell_size))
     ox = np.float32(np.float32(column_x0) + half)
@@ -72,7 +87,11 @@ def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, sp
                 ustar = np.float32(np.float32(ustar_per_speed) * speed)
                 along = np.float32(np.float32(sx * np.float32(heading_x))
                                    + np.float32(sy * np.float32(heading_y)))
-                if ustar > t and along > 0:
+                moving = ustar > t and along > 0
+                if moving and shelter:
+                    top = sample_bilinear(bubble_top, ox, oy, cell_size, x, y)
+                    moving = np.float32(height[j, i] + snow_depth[j, i]) >= top
+                if moving:
                     q = np.float32(np.float32(flux_scale)
                                    * np.float32(np.float32(ustar * ustar - t * t) / ustar))
                     per_speed = np.float32(q / speed)
@@ -164,3 +183,80 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
             if j == ny - 1:
                 edge = np.float32(edge + up)
             exported[j, i] = np.float32(exported[j, i] + edge)
+
+
+
+@numba.njit(cache=True)
+def _column_index(coordinate, origin, cell_size, count):
+    index = int(math.floor(np.float32(np.float32(coordinate - np.float32(origin))
+                                      * np.float32(np.float32(1.0) / np.float32(cell_size)))))
+    return index if 0 <= index < count else -1
+
+
+@numba.njit(parallel=True, cache=True)
+def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, cell_size,
+                   surface_out):
+    """Highest surface (m) of the heightmap nodes in each wind column (see the reference)."""
+    ny, nx = height.shape
+    wny, wnx = surface_out.shape
+    ci = np.empty(nx, np.int64)
+    for i in range(nx):
+        ci[i] = _column_index(np.float32(np.float32(hx0) + np.float32(np.float32(i) * np.float32(spacing))),
+                              x0, cell_size, wnx)
+    cj = np.empty(ny, np.int64)
+    for j in range(ny):
+        cj[j] = _column_index(np.float32(np.float32(hy0) + np.float32(np.float32(j) * np.float32(spacing))),
+                              y0, cell_size, wny)
+    for row in prange(wny):
+        for c in range(wnx):
+            surface_out[row, c] = NO_SURFACE
+        for j in range(ny):
+            if cj[j] != row:
+                continue
+            for i in range(nx):
+                c = ci[i]
+                if c < 0:
+                    continue
+                value = np.float32(height[j, i] + snow_depth[j, i]) if has_surface[j, i] else NO_SURFACE
+                if value > surface_out[row, c]:
+                    surface_out[row, c] = value
+
+
+@numba.njit(parallel=True, cache=True)
+def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, slope, spread,
+                      max_distance, bubble_top):
+    """Top (m) of the lee's separation bubble over each wind column (see the reference)."""
+    ny, nx = column_height.shape
+    h = np.float32(cell_size)
+    half_cell = np.float32(np.float32(0.5) * h)
+    ox, oy = np.float32(np.float32(x0) + half_cell), np.float32(np.float32(y0) + half_cell)
+    hx, hy = np.float32(heading_x), np.float32(heading_y)
+    limit = np.float32(max_distance)
+    for j in prange(ny):
+        y = np.float32(oy + np.float32(np.float32(j) * h))
+        for i in range(nx):
+            x = np.float32(ox + np.float32(np.float32(i) * h))
+            top = NO_SURFACE
+            s = h
+            while s <= limit:
+                cx = np.float32(x - np.float32(s * hx))
+                cy = np.float32(y - np.float32(s * hy))
+                half = np.float32(np.float32(spread) * s)
+                total = np.float32(0.0)
+                centre = np.float32(0.0)
+                for m in range(WAKE_SAMPLES):
+                    offset = np.float32(np.float32(np.float32(2 * m - (WAKE_SAMPLES - 1))
+                                                   / np.float32(WAKE_SAMPLES - 1)) * half)
+                    px = np.float32(cx - np.float32(offset * hy))
+                    py = np.float32(cy + np.float32(offset * hx))
+                    value = sample_bilinear(column_height, ox, oy, h, px, py)
+                    total = np.float32(total + value)
+                    if 2 * m == WAKE_SAMPLES - 1:
+                        centre = value
+                mean = np.float32(total / np.float32(WAKE_SAMPLES))
+                line = np.float32((centre if centre < mean else mean)
+                                  - np.float32(s * np.float32(slope)))
+                if line > top:
+                    top = line
+                s = np.float32(s + h)
+            bubble_top[j, i] = top

@@ -10,9 +10,9 @@ from .sampling import sample_bilinear, sample_wind
 
 # One home for the random streams and constants: the reference build defines them.
 from ..reference.flakes import (CONSTANT_COUNTER, OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT,
-                                SPAWN_MARGIN, STREAM_OMEGA, STREAM_OMEGA_SIGN, STREAM_PHASE,
-                                STREAM_RADIUS, STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y,
-                                STREAM_Z, TWO_PI)
+                                SPAWN_MARGIN, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
+                                STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS,
+                                STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI)
 
 
 @numba.njit(inline="always", cache=True)
@@ -68,21 +68,57 @@ def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
         respawn_count[n] = 0
 
 
+@numba.njit(inline="always", cache=True)
+def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed, threshold,
+               heading_x, heading_y, strength):
+    """See kernels.reference.flakes.lift_share (one point)."""
+    ny, nx = surface_x.shape
+    inv = np.float32(np.float32(1.0) / np.float32(cell_size))
+    i = min(max(int(math.floor(np.float32(np.float32(x - np.float32(wx0)) * inv))), 0), nx - 1)
+    j = min(max(int(math.floor(np.float32(np.float32(y - np.float32(wy0)) * inv))), 0), ny - 1)
+    sx, sy = surface_x[j, i], surface_y[j, i]
+    ustar = np.float32(np.float32(ustar_per_speed)
+                       * np.float32(math.sqrt(np.float32(np.float32(sx * sx) + np.float32(sy * sy)))))
+    along = np.float32(np.float32(sx * np.float32(heading_x)) + np.float32(sy * np.float32(heading_y)))
+    t = np.float32(threshold)
+    if not (ustar > t and along > np.float32(0.0)):
+        return np.float32(0.0)
+    square = np.float32(ustar * ustar)
+    return np.float32(np.float32(strength) * np.float32(np.float32(square - np.float32(t * t)) / square))
+
+
+_NO_SURFACE = np.zeros((1, 1), np.float32)
+
+
 def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                 u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt):
+                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
+                surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
+                heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
+                bubble_top=None):
     """See kernels.reference.flakes.step_flakes. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
+    if surface_x is None:
+        surface_x = surface_y = _NO_SURFACE
+        lift_strength = 0.0
+    shelter = bubble_top is not None
+    if not shelter:
+        bubble_top = _NO_SURFACE
     _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                  u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks)
+                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
+                 surface_x, surface_y, np.float32(ustar_per_speed), np.float32(threshold),
+                 np.float32(heading_x), np.float32(heading_y), np.float32(lift_strength),
+                 np.uint32(step_index), shelter, bubble_top)
 
 
 @numba.njit(parallel=True, cache=True)
 def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                  u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks):
+                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
+                 surface_x, surface_y, ustar_per_speed, threshold, heading_x, heading_y,
+                 lift_strength, step_index, shelter, bubble_top):
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = np.float32(cell_size)
@@ -93,6 +129,8 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
     one, half = np.float32(1.0), np.float32(0.5)
     inv_spacing = one / np.float32(spacing)
     hx, hy = np.float32(hx0), np.float32(hy0)
+    # bubble_top lives on the wind columns' centres
+    bx, by = np.float32(x0 + np.float32(half * h)), np.float32(y0 + np.float32(half * h))
     count = flake_id.size
     hit_nodes = np.empty(count, np.int64)
     hits_in_chunk = np.zeros(chunks, np.int64)
@@ -106,6 +144,8 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             x, y, z = pos_x[n], pos_y[n], pos_z[n]
             vx, vy, vz = vel_x[n], vel_y[n], vel_z[n]
             wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+            if shelter and z < sample_bilinear(bubble_top, bx, by, h, x, y):
+                wind_x = wind_y = wind_z = np.float32(0.0)
             rx = np.float32(wind_x - vx)
             ry = np.float32(wind_y - vy)
             rz = np.float32(wind_z - vz)
@@ -137,6 +177,16 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             ni = min(max(int(math.floor(np.float32(np.float32(x - hx) * inv_spacing) + half)), 0), hnx - 1)
             nj = min(max(int(math.floor(np.float32(np.float32(y - hy) * inv_spacing) + half)), 0), hny - 1)
             hit = z < ground and height[nj, ni] > OPEN_LIMIT
+            if hit and lift_strength > np.float32(0.0) and not (
+                    shelter and ground < sample_bilinear(bubble_top, bx, by, h, x, y)):
+                share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y,
+                                   ustar_per_speed, threshold, heading_x, heading_y,
+                                   lift_strength)
+                if random_uniform(seed, fid, step_index, STREAM_LIFT) < share:
+                    hit = False
+                    z = np.float32(ground + random_uniform(seed, fid, step_index,
+                                                           STREAM_LIFT_HEIGHT) * h)
+                    nvx, nvy, nvz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
             if hit:
                 hit_nodes[begin + found] = nj * hnx + ni
                 found += 1

@@ -2,6 +2,7 @@
 kernels.reference.drift); one launch per function."""
 import numpy as np
 
+from ..reference.drift import NO_SURFACE, WAKE_SAMPLES
 from .common import LAUNCH_BLOCK, blocks, get_kernel
 
 SOURCE = r"""
@@ -40,7 +41,10 @@ extern "C" __global__ void saltation_flux(const float* __restrict__ wind_x,
                                           float ustar_per_speed, float threshold, float flux_scale,
                                           float heading_x, float heading_y,
                                           float* __restrict__ flux_x, float* __restrict__ flux_y,
-                                          int nx, int ny) {
+                                          int nx, int ny, int shelter,
+                                          const float* __restrict__ height,
+                                          const float* __restrict__ snow,
+                                          const float* __restrict__ bubble_top) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nx * ny) return;
     int i = t % nx, j = t / nx;
@@ -54,7 +58,11 @@ extern "C" __global__ void saltation_flux(const float* __restrict__ wind_x,
         float speed = sqrtf(sx * sx + sy * sy);
         float ustar = ustar_per_speed * speed;
         float along = sx * heading_x + sy * heading_y;
-        if (ustar > threshold && along > 0.0f) {
+        bool moving = ustar > threshold && along > 0.0f;
+        if (moving && shelter)
+            moving = height[t] + snow[t] >= sample_bilinear(bubble_top, wnx, wny, ox, oy,
+                                                            cell_size, x, y);
+        if (moving) {
             float q = flux_scale * ((ustar * ustar - threshold * threshold) / ustar);
             float per_speed = q / speed;
             fx = per_speed * sx;
@@ -123,7 +131,69 @@ extern "C" __global__ void drift_transport(const float* __restrict__ flux_x,
     if (j == ny - 1) e = e + up;
     exported[t] = exported[t] + e;
 }
+
+__device__ __forceinline__ int column_index(float c, float origin, float cell_size, int count) {
+    int index = (int)floorf((c - origin) * (1.0f / cell_size));
+    return (index >= 0 && index < count) ? index : -1;
+}
+
+// one thread per wind column: the highest surface among the heightmap nodes inside it
+extern "C" __global__ void column_surface(const float* __restrict__ height,
+                                          const float* __restrict__ snow,
+                                          const bool* __restrict__ has_surface, int nx, int ny,
+                                          float hx0, float hy0, float spacing, float x0, float y0,
+                                          float cell_size, float* __restrict__ surface_out,
+                                          int wnx, int wny) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= wnx * wny) return;
+    int ci = t % wnx, cj = t / wnx;
+    // candidate node ranges, widened by one; the exact test is column_index below
+    int i0 = max((int)floorf((x0 + (float)ci * cell_size - hx0) / spacing) - 1, 0);
+    int i1 = min((int)floorf((x0 + (float)(ci + 1) * cell_size - hx0) / spacing) + 1, nx - 1);
+    int j0 = max((int)floorf((y0 + (float)cj * cell_size - hy0) / spacing) - 1, 0);
+    int j1 = min((int)floorf((y0 + (float)(cj + 1) * cell_size - hy0) / spacing) + 1, ny - 1);
+    float best = NO_SURFACE;
+    for (int j = j0; j <= j1; ++j) {
+        if (column_index(hy0 + (float)j * spacing, y0, cell_size, wny) != cj) continue;
+        for (int i = i0; i <= i1; ++i) {
+            if (column_index(hx0 + (float)i * spacing, x0, cell_size, wnx) != ci) continue;
+            long long n = (long long)j * nx + i;
+            float value = has_surface[n] ? height[n] + snow[n] : NO_SURFACE;
+            best = fmaxf(best, value);
+        }
+    }
+    surface_out[t] = best;
+}
+
+extern "C" __global__ void separation_bubble(const float* __restrict__ column_height, int nx,
+                                             int ny, float x0, float y0, float h,
+                                             float heading_x, float heading_y, float slope,
+                                             float spread, float max_distance,
+                                             float* __restrict__ bubble_top) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nx * ny) return;
+    int i = t % nx, j = t / nx;
+    float half_cell = 0.5f * h;
+    float ox = x0 + half_cell, oy = y0 + half_cell;
+    float x = ox + (float)i * h, y = oy + (float)j * h;
+    float top = NO_SURFACE;
+    for (float s = h; s <= max_distance; s = s + h) {
+        float cx = x - s * heading_x, cy = y - s * heading_y;
+        float half = spread * s;
+        float total = 0.0f, centre = 0.0f;
+        for (int m = 0; m < WAKE_SAMPLES; ++m) {
+            float offset = ((float)(2 * m - (WAKE_SAMPLES - 1)) / (float)(WAKE_SAMPLES - 1)) * half;
+            float px = cx - offset * heading_y, py = cy + offset * heading_x;
+            float value = sample_bilinear(column_height, nx, ny, ox, oy, h, px, py);
+            total = total + value;
+            if (2 * m == WAKE_SAMPLES - 1) centre = value;
+        }
+        top = fmaxf(top, fminf(centre, total / (float)WAKE_SAMPLES) - s * slope);
+    }
+    bubble_top[t] = top;
+}
 """
+SOURCE = f"#define WAKE_SAMPLES {WAKE_SAMPLES}\n#define NO_SURFACE {float(NO_SURFACE)!r}f\n" + SOURCE
 
 
 def _kernel(name):
@@ -139,15 +209,20 @@ def surface_wind(u, v, solid, wind_x, wind_y):
 
 def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,
                    has_surface, ustar_per_speed, threshold, flux_scale, heading_x, heading_y,
-                   flux_x, flux_y):
-    """Saltation volume flux (m^2/s) per heightmap node along the surface wind."""
+                   flux_x, flux_y, height=None, snow_depth=None, bubble_top=None):
+    """Saltation volume flux (m^2/s) per heightmap node along the surface wind, none where
+    the surface lies below ``bubble_top`` (see the reference)."""
     ny, nx = has_surface.shape
     wny, wnx = wind_x.shape
     f = np.float32
+    shelter = bubble_top is not None
+    if not shelter:
+        height = snow_depth = bubble_top = flux_x   # never read
     _kernel("saltation_flux")(blocks(nx * ny), (LAUNCH_BLOCK,), (
         wind_x, wind_y, np.int32(wnx), np.int32(wny), f(column_x0), f(column_y0), f(cell_size),
         f(hx0), f(hy0), f(spacing), has_surface, f(ustar_per_speed), f(threshold),
-        f(flux_scale), f(heading_x), f(heading_y), flux_x, flux_y, np.int32(nx), np.int32(ny)))
+        f(flux_scale), f(heading_x), f(heading_y), flux_x, flux_y, np.int32(nx), np.int32(ny),
+        np.int32(shelter), height, snow_depth, bubble_top))
 
 
 def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
@@ -157,3 +232,24 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
     _kernel("drift_transport")(blocks(nx * ny), (LAUNCH_BLOCK,), (
         flux_x, flux_y, height, has_surface, snow_depth, np.float32(courant),
         np.float32(max_rise), snow_out, exported, np.int32(nx), np.int32(ny)))
+
+
+def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, cell_size,
+                   surface_out):
+    """Highest surface (m) of the heightmap nodes in each wind column (see the reference)."""
+    ny, nx = height.shape
+    wny, wnx = surface_out.shape
+    f = np.float32
+    _kernel("column_surface")(blocks(wnx * wny), (LAUNCH_BLOCK,), (
+        height, snow_depth, has_surface, np.int32(nx), np.int32(ny), f(hx0), f(hy0),
+        f(spacing), f(x0), f(y0), f(cell_size), surface_out, np.int32(wnx), np.int32(wny)))
+
+
+def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, slope, spread,
+                      max_distance, bubble_top):
+    """Top (m) of the lee's separation bubble over each wind column (see the reference)."""
+    ny, nx = column_height.shape
+    f = np.float32
+    _kernel("separation_bubble")(blocks(nx * ny), (LAUNCH_BLOCK,), (
+        column_height, np.int32(nx), np.int32(ny), f(x0), f(y0), f(cell_size), f(heading_x),
+        f(heading_y), f(slope), f(spread), f(max_distance), bubble_top))

@@ -41,6 +41,22 @@ __device__ __forceinline__ void flake_constants(unsigned int seed, unsigned int 
     if (random_uniform(seed, fid, CONSTANT_COUNTER, 3u) < 0.5f) omega = -omega;
 }
 
+// kernels.reference.flakes.lift_share at one point
+__device__ __forceinline__ float lift_share(const float* __restrict__ surface_x,
+        const float* __restrict__ surface_y, int nx, int ny, float wx0, float wy0, float h,
+        float x, float y, float ustar_per_speed, float threshold, float heading_x,
+        float heading_y, float strength) {
+    float inv = 1.0f / h;
+    int i = min(max((int)floorf((x - wx0) * inv), 0), nx - 1);
+    int j = min(max((int)floorf((y - wy0) * inv), 0), ny - 1);
+    float sx = __ldg(surface_x + (long long)j * nx + i), sy = __ldg(surface_y + (long long)j * nx + i);
+    float ustar = ustar_per_speed * sqrtf(sx * sx + sy * sy);
+    float along = sx * heading_x + sy * heading_y;
+    if (!(ustar > threshold && along > 0.0f)) return 0.0f;
+    float square = ustar * ustar;
+    return strength * ((square - threshold * threshold) / square);
+}
+
 __device__ __forceinline__ float wrap_coordinate(float c, float origin, float length) {
     float end = origin + length;
     if (c >= origin && c < end) return c;
@@ -88,7 +104,11 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         int nx, int ny, int nz, float wx0, float wy0, float wz0, float h,
         const float* __restrict__ height, const float* __restrict__ snow, int hnx, int hny,
         float hx0, float hy0, float spacing, int* __restrict__ hit_counts, unsigned int seed,
-        float vt_min, float vt_max, float spiral_radius, float g, float dt, int count) {
+        float vt_min, float vt_max, float spiral_radius, float g, float dt,
+        const float* __restrict__ surface_x, const float* __restrict__ surface_y,
+        float ustar_per_speed, float threshold, float heading_x, float heading_y,
+        float lift_strength, unsigned int step_index, int shelter,
+        const float* __restrict__ bubble_top, int count) {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= count) return;
     unsigned int fid = __ldg(flake_id + n);
@@ -98,6 +118,10 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     float vx = vel_x[n], vy = vel_y[n], vz = vel_z[n];
     float th = phase[n];
     float3 wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
+    // bubble_top lives on the wind columns' centres
+    float bx = wx0 + 0.5f * h, by = wy0 + 0.5f * h;
+    if (shelter && z < sample_bilinear(bubble_top, nx, ny, bx, by, h, x, y))
+        wind = make_float3(0.0f, 0.0f, 0.0f);
     float rx = wind.x - vx, ry = wind.y - vy, rz = wind.z - vz;
     float k = g * sqrtf(rx * rx + ry * ry + rz * rz) / (vt * vt);
     float denominator = 1.0f + k * dt;
@@ -127,6 +151,17 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     int ni = min(max((int)floorf((x - hx0) * inv_spacing + 0.5f), 0), hnx - 1);
     int nj = min(max((int)floorf((y - hy0) * inv_spacing + 0.5f), 0), hny - 1);
     bool hit = z < ground && __ldg(height + (long long)nj * hnx + ni) > OPEN_LIMIT;
+    if (hit && lift_strength > 0.0f
+            && !(shelter && ground < sample_bilinear(bubble_top, nx, ny, bx, by, h, x, y))) {
+        float share = lift_share(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
+                                 ustar_per_speed, threshold, heading_x, heading_y, lift_strength);
+        if (random_uniform(seed, fid, step_index, 8u) < share) {
+            hit = false;
+            z = ground + random_uniform(seed, fid, step_index, 9u) * h;
+            float3 lift_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
+            nvx = lift_wind.x; nvy = lift_wind.y; nvz = lift_wind.z;
+        }
+    }
     if (hit) atomicAdd(hit_counts + (long long)nj * hnx + ni, 1);
     if (hit || z < wz0) {
         unsigned int counter = respawn_count[n] + 1u;
@@ -223,14 +258,26 @@ def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
 
 def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                 u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt):
+                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
+                surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
+                heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
+                bubble_top=None):
     """See kernels.reference.flakes.step_flakes (one fused kernel)."""
+    if surface_x is None:
+        surface_x = surface_y = u          # never read: lift_strength is 0
+        lift_strength = 0.0
+    shelter = bubble_top is not None
+    if not shelter:
+        bubble_top = height  # never read: shelter is 0
     _launch("step_flakes", flake_id.size,
             (flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count)
             + _wind_arguments(u, v, w, wx0, wy0, wz0, cell_size)
             + _ground_arguments(height, snow_depth, hx0, hy0, spacing)
             + (hit_counts, np.uint32(seed), np.float32(vt_min), np.float32(vt_max),
-               np.float32(spiral_radius), np.float32(gravity), np.float32(dt)))
+               np.float32(spiral_radius), np.float32(gravity), np.float32(dt),
+               surface_x, surface_y, np.float32(ustar_per_speed), np.float32(threshold),
+               np.float32(heading_x), np.float32(heading_y), np.float32(lift_strength),
+               np.uint32(step_index), np.int32(shelter), bubble_top))
 
 
 def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):

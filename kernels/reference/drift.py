@@ -64,13 +64,14 @@ def surface_wind(u, v, solid, wind_x, wind_y):
 
 def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,
                    has_surface, ustar_per_speed, threshold, flux_scale, heading_x, heading_y,
-                   flux_x, flux_y):
+                   flux_x, flux_y, height=None, snow_depth=None, bubble_top=None):
     """flux_x, flux_y (ny, nx) float32 m^2/s: the saltation volume flux at each heightmap node
     (origin (hx0, hy0), node ``spacing`` m) from the surface wind of the columns (centres at
     column_x0 + (i + 0.5) cell_size, ...; sampled bilinearly); 0 at open nodes, where
     u* <= threshold (m/s), and where the surface wind blows against the wind's heading
     (heading_x, heading_y), a unit vector: the reversed flow of a lee eddy is sheltered
-    (the log law, made for attached flow, would overstate its shear)."""
+    (the log law, made for attached flow, would overstate its shear). With ``bubble_top``
+    (columns, from ``separation_bubble``) also 0 where height + snow_depth lies below it."""
     ny, nx = has_surface.shape
     half = F32(0.5) * F32(cell_size)
     x = F32(hx0) + np.arange(nx, dtype=F32)[None, :] * F32(spacing)
@@ -84,6 +85,9 @@ def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, sp
     t = F32(threshold)
     along = (sx * F32(heading_x) + sy * F32(heading_y)).astype(F32)
     moving = has_surface & (ustar > t) & (along > 0)
+    if bubble_top is not None:
+        top = sample_bilinear(bubble_top, ox, oy, cell_size, x, y)
+        moving &= (height + snow_depth).astype(F32) >= top
     safe_ustar = np.where(moving, ustar, F32(1))
     safe_speed = np.where(moving, speed, F32(1))
     q = (F32(flux_scale) * ((ustar * ustar - t * t).astype(F32) / safe_ustar)).astype(F32)
@@ -156,3 +160,79 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
     edge[0, :] = (edge[0, :] - fy[0, :]).astype(F32)
     edge[-1, :] = (edge[-1, :] + fy[ny, :]).astype(F32)
     exported[...] = (exported + edge).astype(F32)
+
+
+
+#: Crosswind samples of the wake window in ``separation_bubble``.
+WAKE_SAMPLES = 7
+#: Surface height of a column with no surface node (the heightmap's open height).
+NO_SURFACE = F32(-1.0e30)
+
+
+def _column_index(coordinate, origin, cell_size, count):
+    """Column of each coordinate, floor((c - origin) / cell_size); -1 when outside."""
+    index = np.floor((coordinate - F32(origin)) * (F32(1.0) / F32(cell_size))).astype(np.int64)
+    return np.where((index >= 0) & (index < count), index, -1)
+
+
+def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, cell_size,
+                   surface_out):
+    """surface_out (ny_w, nx_w) float32 m: the highest surface (terrain + snow) of the
+    heightmap nodes inside each wind column (node (i, j) lies in column
+    floor((hx0 + i spacing - x0) / cell_size), ...), NO_SURFACE where there is none: thin
+    obstacles such as fences keep their height on the coarser grid."""
+    ny, nx = height.shape
+    wny, wnx = surface_out.shape
+    ci = _column_index((F32(hx0) + np.arange(nx, dtype=F32) * F32(spacing)).astype(F32), x0,
+                       cell_size, wnx)
+    cj = _column_index((F32(hy0) + np.arange(ny, dtype=F32) * F32(spacing)).astype(F32), y0,
+                       cell_size, wny)
+    surface = np.where(has_surface, (height + snow_depth).astype(F32), NO_SURFACE)
+    jj, ii = np.meshgrid(cj, ci, indexing="ij")
+    inside = (jj >= 0) & (ii >= 0)
+    out = np.full((wny, wnx), NO_SURFACE, F32)
+    np.maximum.at(out, (jj[inside], ii[inside]), surface[inside])
+    surface_out[...] = out
+
+
+def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, slope, spread,
+                      max_distance, bubble_top):
+    """The separated flow in the lee of obstacles, from the surface alone (the inviscid
+    wind solver keeps flow attached behind sharp edges). ``column_height`` (ny_w, nx_w) m
+    from ``column_surface``, columns centred at x0 + (i + 0.5) cell_size, ... For each
+    column, march upwind (against the unit heading) in steps of one cell to
+    ``max_distance`` m; at distance s the surface straight upwind, but at most the mean
+    across a crosswind window of half-width ``spread`` * s (WAKE_SAMPLES points, odd: the
+    middle one is straight upwind), lowered by ``slope`` * s, is a point of the dividing
+    streamline leaving that obstacle (the mean shortens the wake of a narrow obstacle, the
+    minimum keeps it as wide as the obstacle). ``bubble_top`` (ny_w, nx_w) float32 m:
+    the highest such point; air below it (bilinear between column centres) is still, and
+    a surface below it is sheltered. Where no obstacle shelters a column it lies below
+    the surface."""
+    ny, nx = column_height.shape
+    half_cell = F32(F32(0.5) * F32(cell_size))
+    ox, oy = F32(F32(x0) + half_cell), F32(F32(y0) + half_cell)
+    x = ox + np.arange(nx, dtype=F32)[None, :] * F32(cell_size)
+    y = oy + np.arange(ny, dtype=F32)[:, None] * F32(cell_size)
+    x, y = np.broadcast_to(x, (ny, nx)).astype(F32), np.broadcast_to(y, (ny, nx)).astype(F32)
+    hx, hy = F32(heading_x), F32(heading_y)
+    top = np.full((ny, nx), NO_SURFACE, F32)
+    s = F32(cell_size)
+    while s <= F32(max_distance):
+        cx = (x - F32(s * hx)).astype(F32)
+        cy = (y - F32(s * hy)).astype(F32)
+        half = F32(F32(spread) * s)
+        total = np.zeros((ny, nx), F32)
+        for m in range(WAKE_SAMPLES):
+            offset = F32(F32(F32(2 * m - (WAKE_SAMPLES - 1)) / F32(WAKE_SAMPLES - 1)) * half)
+            px = (cx - F32(offset * hy)).astype(F32)
+            py = (cy + F32(offset * hx)).astype(F32)
+            value = sample_bilinear(column_height, ox, oy, cell_size, px, py)
+            total = (total + value).astype(F32)
+            if 2 * m == WAKE_SAMPLES - 1:
+                centre = value
+        mean = (total / F32(WAKE_SAMPLES)).astype(F32)
+        line = (np.minimum(centre, mean) - F32(s * F32(slope))).astype(F32)
+        top = np.maximum(top, line)
+        s = F32(s + F32(cell_size))
+    bubble_top[...] = top

@@ -11,6 +11,15 @@ Random streams (``random_uniform(seed, flake_id, counter, stream)``):
   3 angular-speed sign (fixed for the life of the flake).
 * counter = respawn count (0 at initialisation): stream 4 x, 5 y, 6 z of the (re)spawn
   point, stream 7 initial spiral phase (initialisation only).
+* counter = the simulation's step index: stream 8 whether a landing flake is lifted again,
+  stream 9 the height it is lifted to (a flake lands at most once per step).
+
+Blowing snow: a flake that lands where the surface wind's friction velocity u* exceeds the
+threshold u*_t (and blows along the storm's heading, not in a lee eddy) is lifted again
+with probability ``strength * (1 - u*_t^2 / u*^2)`` (the share of the surface stress above
+the threshold) instead of settling: it restarts at a uniform height within one wind cell
+above the ground with the local wind's velocity and does not count as a hit. Snow that
+falls on scoured ground thus travels on with the wind until it lands in shelter.
 """
 import numpy as np
 
@@ -20,6 +29,7 @@ from .sampling import sample_bilinear, sample_wind
 CONSTANT_COUNTER = 0xFFFFFFFF
 STREAM_TERMINAL_SPEED, STREAM_RADIUS, STREAM_OMEGA, STREAM_OMEGA_SIGN = 0, 1, 2, 3
 STREAM_X, STREAM_Y, STREAM_Z, STREAM_PHASE = 4, 5, 6, 7
+STREAM_LIFT, STREAM_LIFT_HEIGHT = 8, 9
 OMEGA_MIN = np.float32(np.pi / 4.0)
 OMEGA_MAX = np.float32(np.pi / 3.0)
 TWO_PI = np.float32(2.0 * np.pi)
@@ -48,6 +58,12 @@ def _ground(height, snow_depth, hx0, hy0, spacing, x, y):
             + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y)).astype(np.float32)
 
 
+def _bubble_top(bubble_top, wx0, wy0, cell_size, x, y):
+    """Bilinear top of the separation bubble (m) at (x, y), from the wind columns' centres."""
+    half = f32(f32(0.5) * f32(cell_size))
+    return sample_bilinear(bubble_top, f32(f32(wx0) + half), f32(f32(wy0) + half), cell_size, x, y)
+
+
 def _spawn_xy(seed, flake_id, counter, wx0, wy0, length_x, length_y):
     x = f32(wx0) + random_uniform(seed, flake_id, counter, STREAM_X) * f32(length_x)
     y = f32(wy0) + random_uniform(seed, flake_id, counter, STREAM_Y) * f32(length_y)
@@ -74,12 +90,40 @@ def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
     respawn_count[:] = 0
 
 
+def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed, threshold,
+               heading_x, heading_y, strength):
+    """Probability (float32) that snow landing at (x, y) is lifted again: strength *
+    (1 - u*_t^2 / u*^2) where u* = ustar_per_speed * |surface wind of the wind column
+    holding (x, y)| exceeds ``threshold`` and that wind blows along the heading; else 0.
+    ``surface_x``, ``surface_y`` (ny_w, nx_w) m/s as kernels.reference.drift.surface_wind."""
+    ny, nx = surface_x.shape
+    inv = f32(1.0) / f32(cell_size)
+    i = np.clip(np.floor((x - f32(wx0)) * inv), 0, nx - 1).astype(np.int64)
+    j = np.clip(np.floor((y - f32(wy0)) * inv), 0, ny - 1).astype(np.int64)
+    sx, sy = surface_x[j, i], surface_y[j, i]
+    ustar = (f32(ustar_per_speed) * np.sqrt((sx * sx + sy * sy).astype(np.float32))).astype(np.float32)
+    along = (sx * f32(heading_x) + sy * f32(heading_y)).astype(np.float32)
+    t = f32(threshold)
+    moving = (ustar > t) & (along > f32(0.0))
+    safe = np.where(moving, ustar, f32(1.0)).astype(np.float32)
+    share = (f32(strength) * (((safe * safe).astype(np.float32) - f32(t * t)) / (safe * safe).astype(np.float32))).astype(np.float32)
+    return np.where(moving, share, f32(0.0)).astype(np.float32)
+
+
 def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                 u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt):
+                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
+                surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
+                heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
+                bubble_top=None):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
-    ``hit_counts[ny, nx]`` at the nearest node, then respawn), respawn below the grid."""
+    ``hit_counts[ny, nx]`` at the nearest node, then respawn), respawn below the grid.
+    With ``lift_strength`` > 0 a landing flake may be lifted again instead (blowing snow,
+    see the module docstring and ``lift_share``); ``step_index`` seeds that draw. With
+    ``bubble_top`` (wind columns, m, from kernels.reference.drift.separation_bubble) a
+    flake below the bubble's top feels still air, and none is lifted where the ground lies
+    below it."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = f32(cell_size)
@@ -90,6 +134,10 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     x, y, z = pos_x.copy(), pos_y.copy(), pos_z.copy()
     vx, vy, vz = vel_x.copy(), vel_y.copy(), vel_z.copy()
     wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+    if bubble_top is not None:
+        moving_air = z >= _bubble_top(bubble_top, wx0, wy0, cell_size, x, y)
+        wind_x, wind_y, wind_z = (np.where(moving_air, c, f32(0.0)).astype(np.float32)
+                                  for c in (wind_x, wind_y, wind_z))
     # drag linearised about the old relative velocity, solved implicitly for v_new
     rx, ry, rz = wind_x - vx, wind_y - vy, wind_z - vz
     k = (g * np.sqrt(rx * rx + ry * ry + rz * rz) / (vt * vt)).astype(np.float32)
@@ -121,6 +169,21 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     ni = np.clip(np.floor((x - f32(hx0)) * inv + half), 0, hnx - 1).astype(np.int64)
     nj = np.clip(np.floor((y - f32(hy0)) * inv + half), 0, hny - 1).astype(np.int64)
     hit = (z < ground) & (height[nj, ni] > OPEN_LIMIT)
+    if f32(lift_strength) > f32(0.0):
+        counter = np.uint32(step_index)
+        share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed,
+                           threshold, heading_x, heading_y, lift_strength)
+        lifted = hit & (random_uniform(seed, flake_id, counter, STREAM_LIFT) < share)
+        if bubble_top is not None:
+            lifted &= ground >= _bubble_top(bubble_top, wx0, wy0, cell_size, x, y)
+        if np.any(lifted):
+            lz = (ground[lifted] + random_uniform(seed, flake_id[lifted], counter,
+                                                  STREAM_LIFT_HEIGHT) * h).astype(np.float32)
+            lwx, lwy, lwz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x[lifted],
+                                        y[lifted], lz)
+            z[lifted] = lz
+            nvx[lifted], nvy[lifted], nvz[lifted] = lwx, lwy, lwz
+        hit = hit & ~lifted
     np.add.at(hit_counts, (nj[hit], ni[hit]), 1)
     respawn = hit | (z < f32(wz0))
 

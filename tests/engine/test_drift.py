@@ -172,3 +172,67 @@ def test_volume_books_balance_with_drift_in_a_bake():
     again = Simulation(settings, *box_test(), backend="cpu")
     again.load_state_dict(state)
     np.testing.assert_array_equal(sim.step(5).snow_volume, again.step(5).snow_volume)
+
+
+def _shelter_case(seed, ny=23, nx=31, wny=9, wnx=13):
+    rng = np.random.default_rng(seed)
+    height = np.where(rng.random((ny, nx)) > 0.85, 2.0, 0.0).astype(np.float32)
+    height += (0.1 * rng.random((ny, nx))).astype(np.float32)
+    has_surface = rng.random((ny, nx)) > 0.05
+    height[~has_surface] = -1.0e30
+    snow = (0.3 * rng.random((ny, nx))).astype(np.float32)
+    return height, has_surface, snow, (wny, wnx)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_numba_shelter_kernels_match_reference_bit_for_bit(seed):
+    height, has_surface, snow, columns = _shelter_case(seed)
+    surface = [np.zeros(columns, np.float32) for _ in range(2)]
+    geometry = (-1.7, 0.4, 0.5, -2.0, 0.1, 1.25)
+    for module, out in zip((ref, cpu), surface):
+        module.column_surface(height, snow, has_surface, *geometry, out)
+    np.testing.assert_array_equal(surface[0], surface[1])
+    top = [np.zeros(columns, np.float32) for _ in range(2)]
+    for module, out in zip((ref, cpu), top):
+        module.separation_bubble(surface[0], -2.0, 0.1, 1.25, 0.8, -0.6, 1 / 12, 2.0, 12.0, out)
+    np.testing.assert_array_equal(top[0], top[1])
+    wind = (4 * np.random.default_rng(seed).standard_normal((2,) + columns)).astype(np.float32)
+    flux = [np.zeros(height.shape, np.float32) for _ in range(4)]
+    args = (-2.0, 0.1, 1.25, -1.7, 0.4, 0.5, has_surface, 0.07, 0.1, 0.05, 0.8, -0.6)
+    ref.saltation_flux(*wind, *args, flux[0], flux[1], height, snow, top[0])
+    cpu.saltation_flux(*wind, *args, flux[2], flux[3], height, snow, top[0])
+    np.testing.assert_array_equal(flux[0], flux[2])
+    np.testing.assert_array_equal(flux[1], flux[3])
+    plain = [np.zeros(height.shape, np.float32) for _ in range(2)]
+    ref.saltation_flux(*wind, *args, *plain)
+    sheltered = (plain[0] != 0) & (flux[0] == 0)
+    assert sheltered.any() and not ((plain[0] == 0) & (flux[0] != 0)).any()
+
+
+def _bubble_behind(column_height, cell=1.0, heading=(1.0, 0.0)):
+    top = np.zeros(column_height.shape, np.float32)
+    ref.separation_bubble(column_height, 0.0, 0.0, cell, *heading, drift_model.SEPARATION_SLOPE,
+                          drift_model.WAKE_SPREAD, 200.0, top)
+    return top > column_height
+
+
+def test_separation_bubble_of_a_long_fence_is_about_12_heights_and_of_a_cube_under_2():
+    # a 2 m fence across the whole grid (1 m columns), wind along +x
+    fence = np.zeros((40, 120), np.float32)
+    fence[:, 10] = 2.0
+    sheltered = _bubble_behind(fence)
+    row = sheltered[20]
+    assert not row[:11].any()                    # nothing windward or on the fence
+    length = np.flatnonzero(row).max() - 10      # metres behind the fence
+    assert 22 <= length <= 25                    # 12 H, Tabler's solid-fence drift length
+    assert row[11:11 + 20].all()
+    # a 2 m cube: flow from the sides closes its wake within 1.6-2 H (Martinuzzi and Tropea)
+    cube = np.zeros((40, 120), np.float32)
+    cube[19:21, 10:12] = 2.0
+    wake = _bubble_behind(cube)
+    behind = np.flatnonzero(wake[19]).max() - 11
+    assert 2 <= behind <= 4.5
+    assert not wake[:, :10].any() and not wake[:15].any() and not wake[25:].any()
+    # the heading turns the bubble with it
+    turned = _bubble_behind(fence.T.copy(), heading=(0.0, 1.0))
+    np.testing.assert_array_equal(turned, sheltered.T)

@@ -51,3 +51,41 @@ def test_cuda_drift_matches_reference(gpu_backend, seed):
                        2.0, 0.3, device_out, device_exported)
     np.testing.assert_array_equal(xp.asnumpy(device_out), out)
     np.testing.assert_array_equal(xp.asnumpy(device_exported), exported)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_cuda_shelter_kernels_match_reference(gpu_backend, seed):
+    gd, xp = gpu_backend.kernel_module("drift"), gpu_backend.xp
+    rng = np.random.default_rng(seed)
+    ny, nx, columns = 45, 83, (17, 29)
+    height = np.where(rng.random((ny, nx)) > 0.85, 2.0, 0.0).astype(np.float32)
+    height += (0.1 * rng.random((ny, nx))).astype(np.float32)
+    has_surface = rng.random((ny, nx)) > 0.05
+    height[~has_surface] = -1.0e30
+    snow = (0.3 * rng.random((ny, nx))).astype(np.float32)
+    geometry = (-1.7, 0.4, 0.5, -2.0, 0.1, 1.45)
+    surface = np.zeros(columns, np.float32)
+    ref.column_surface(height, snow, has_surface, *geometry, surface)
+    device_surface = xp.full(columns, 9.0, xp.float32)
+    device_ground = [xp.asarray(a) for a in (height, snow, has_surface)]
+    gd.column_surface(*device_ground, *geometry, device_surface)
+    np.testing.assert_array_equal(xp.asnumpy(device_surface), surface)
+
+    top = np.zeros(columns, np.float32)
+    bubble = (-2.0, 0.1, 1.45, 0.8, -0.6, 1 / 12, 2.0, 30.0)
+    ref.separation_bubble(surface, *bubble, top)
+    device_top = xp.full(columns, 9.0, xp.float32)
+    gd.separation_bubble(device_surface, *bubble, device_top)
+    np.testing.assert_array_equal(xp.asnumpy(device_top), top)
+    assert (top > surface).any()
+
+    wind = (4 * rng.standard_normal((2,) + columns)).astype(np.float32)
+    args = (-2.0, 0.1, 1.45, -1.7, 0.4, 0.5)
+    flux = [np.zeros((ny, nx), np.float32) for _ in range(2)]
+    ref.saltation_flux(*wind, *args, has_surface, 0.07, 0.1, 0.05, 0.8, -0.6, *flux,
+                       height, snow, top)
+    device_flux = [xp.full((ny, nx), 9.0, xp.float32) for _ in range(2)]
+    gd.saltation_flux(*[xp.asarray(a) for a in wind], *args, device_ground[2], 0.07, 0.1, 0.05,
+                      0.8, -0.6, *device_flux, device_ground[0], device_ground[1], device_top)
+    for a, e in zip(device_flux, flux):
+        np.testing.assert_array_equal(xp.asnumpy(a), e)

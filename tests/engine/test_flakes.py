@@ -52,11 +52,22 @@ def state_arrays(n, x, y, z, vx=0.0, vy=0.0, vz=0.0):
 
 
 def run_kernel(module, flake_id, state, wind, height, snow, hits, seed=1, vt=(1.0, 2.0),
-               radius=0.5, grid=GRID, hm=HEIGHTMAP):
+               radius=0.5, grid=GRID, hm=HEIGHTMAP, **lift):
     module.step_flakes(flake_id, *state, wind.u, wind.v, wind.w, np.float32(grid.x0),
                        np.float32(grid.y0), np.float32(grid.z0), np.float32(grid.cell_size),
                        height, snow, np.float32(hm.x0), np.float32(hm.y0), np.float32(hm.spacing),
-                       hits, seed, np.float32(vt[0]), np.float32(vt[1]), np.float32(radius), G, DT)
+                       hits, seed, np.float32(vt[0]), np.float32(vt[1]), np.float32(radius), G, DT,
+                       **lift)
+
+
+def lift_arguments(surface_speed, step_index=0, threshold=0.3, strength=1.0, bubble_top=None,
+                   heading=(1.0, 0.0), ustar_per_speed=0.06):
+    """Blowing-snow arguments with a uniform surface wind of ``surface_speed`` m/s along x."""
+    ny, nx = GRID.shape[1:]
+    return {"surface_x": np.full((ny, nx), surface_speed, np.float32),
+            "surface_y": np.zeros((ny, nx), np.float32), "ustar_per_speed": ustar_per_speed,
+            "threshold": threshold, "heading_x": heading[0], "heading_y": heading[1],
+            "lift_strength": strength, "step_index": step_index, "bubble_top": bubble_top}
 
 
 @pytest.mark.parametrize("vt_range", [(0.5, 1.5), (1.0, 2.0)])
@@ -330,6 +341,104 @@ def test_numba_step_matches_reference(seed):
     np.testing.assert_array_equal(cpu_hits, ref_hits)
     for got, expected in zip(cpu_state[:7], ref_state[:7]):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_numba_step_with_blowing_snow_and_shelter_matches_reference(seed):
+    flake_id, state = random_flake_input(seed)
+    wind = noisy_wind(GRID, seed)
+    height, snow = rough_ground(seed)
+    rng = np.random.default_rng(seed)
+    ny, nx = GRID.shape[1:]
+    lift = lift_arguments(0.0, threshold=0.2, strength=1.5)
+    lift["surface_x"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
+    lift["surface_y"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
+    lift["bubble_top"] = rng.uniform(-1.0, 2.5, (ny, nx)).astype(np.float32)
+    outputs = []
+    for module in (ref_flakes, cpu_flakes):
+        s = [a.copy() for a in state]
+        hits = np.zeros(HEIGHTMAP.shape, np.int32)
+        for step in range(5):
+            lift["step_index"] = 40 + step
+            run_kernel(module, flake_id, s, wind, height, snow, hits, seed=seed + 9, **lift)
+        outputs.append((s, hits))
+    (ref_state, ref_hits), (cpu_state, cpu_hits) = outputs
+    np.testing.assert_array_equal(cpu_state[7], ref_state[7])
+    np.testing.assert_array_equal(cpu_hits, ref_hits)
+    for got, expected in zip(cpu_state[:7], ref_state[:7]):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-5)
+    # some landings were lifted: fewer hits than without blowing snow
+    plain = [a.copy() for a in state]
+    plain_hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    for _ in range(5):
+        run_kernel(ref_flakes, flake_id, plain, wind, height, snow, plain_hits, seed=seed + 9)
+    assert ref_hits.sum() < plain_hits.sum()
+
+
+@pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
+@pytest.mark.parametrize("surface_speed", [4.0, 6.0, 10.0])
+def test_landing_flakes_are_lifted_in_proportion_to_the_stress_above_threshold(module,
+                                                                               surface_speed):
+    n = 20000
+    flake_id = np.arange(n, dtype=np.uint32)
+    rng = np.random.default_rng(3)
+    state = state_arrays(n, 0.0, 0.0, 0.01, vz=-1.5)
+    state[0][:] = rng.uniform(0.3, 7.7, n).astype(np.float32)
+    state[1][:] = rng.uniform(0.3, 5.7, n).astype(np.float32)
+    height, snow = flat_ground(0.0)
+    wind = uniform_wind(GRID, surface_speed)
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    lift = lift_arguments(surface_speed, step_index=7)
+    run_kernel(module, flake_id, state, wind, height, snow, hits, **lift)
+    ustar = 0.06 * surface_speed
+    expected = max(0.0, 1.0 - 0.3**2 / ustar**2)
+    lifted = n - hits.sum()
+    sigma = np.sqrt(n * expected * (1 - expected)) + 1
+    assert abs(lifted - n * expected) < 5 * sigma
+    up = state[7] == 0                       # lifted flakes keep their life (no respawn)
+    assert up.sum() == lifted
+    # lifted within one wind cell above the ground, carried by the wind
+    assert np.all((state[2][up] >= 0.0) & (state[2][up] < 1.0))
+    np.testing.assert_allclose(state[3][up], surface_speed, rtol=1e-6)
+    # against the storm's heading (a lee eddy), below the threshold, or at strength 0: none
+    for changes in ({"heading": (-1.0, 0.0)}, {"threshold": ustar * 1.01}, {"strength": 0.0}):
+        again = state_arrays(n, 0.0, 0.0, 0.01, vz=-1.5)
+        again[0][:], again[1][:] = state[0], state[1]
+        hits[...] = 0
+        run_kernel(module, flake_id, again, wind, height, snow, hits,
+                   **lift_arguments(surface_speed, step_index=7, **changes))
+        assert hits.sum() == n
+
+
+@pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
+def test_flakes_in_the_separation_bubble_feel_still_air_and_settle(module):
+    n = 2000
+    flake_id = np.arange(n, dtype=np.uint32)
+    height, snow = flat_ground(0.0)
+    wind = uniform_wind(GRID, 10.0)
+    ny, nx = GRID.shape[1:]
+    bubble = np.full((ny, nx), -0.5, np.float32)
+    bubble[:, 4:] = 3.0                       # still air below 3 m over x >= 4.5 m
+    for z, still in ((1.0, True), (6.0, False)):
+        state = state_arrays(n, 6.0, 3.0, z, vx=10.0)
+        hits = np.zeros(HEIGHTMAP.shape, np.int32)
+        lift = lift_arguments(10.0, bubble_top=bubble, step_index=3)
+        run_kernel(module, flake_id, state, wind, height, snow, hits, **lift)
+        if still:
+            assert np.all(state[3] < 10.0 * 0.8)           # drag toward still air
+        else:
+            np.testing.assert_allclose(state[3], 10.0, rtol=1e-6)
+    # landing under the bubble: always deposited, never lifted (u* is far above threshold)
+    state = state_arrays(n, 6.0, 3.0, 0.01, vz=-1.5)
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    run_kernel(module, flake_id, state, wind, height, snow, hits,
+               **lift_arguments(10.0, bubble_top=bubble, step_index=3))
+    assert hits.sum() == n
+    state = state_arrays(n, 1.5, 3.0, 0.01, vz=-1.5)         # outside the bubble: lifted
+    hits[...] = 0
+    run_kernel(module, flake_id, state, wind, height, snow, hits,
+               **lift_arguments(10.0, bubble_top=bubble, step_index=3))
+    assert hits.sum() < 0.3 * n
 
 
 def test_numba_initialize_and_sort_kernels_match_reference():

@@ -81,6 +81,31 @@ def test_gpu_flake_kernels_match_reference(gpu_backend):
     for g, r in zip(got[:7], ref_state[:7]):
         np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-5)
 
+    # blowing snow and the separation bubble
+    ny, nx = GRID.shape[1:]
+    lift = {"surface_x": (8 * rng.standard_normal((ny, nx))).astype(np.float32),
+            "surface_y": (8 * rng.standard_normal((ny, nx))).astype(np.float32),
+            "ustar_per_speed": 0.06, "threshold": 0.2, "heading_x": 0.6, "heading_y": 0.8,
+            "lift_strength": 1.5, "bubble_top": rng.uniform(-1.0, 2.5, (ny, nx)).astype(np.float32)}
+    device_lift = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in lift.items()}
+    lifted_ref = [a.copy() for a in state]
+    lifted_gpu = [cupy.asarray(a) for a in state]
+    plain_hits = int(ref_hits.sum())
+    ref_hits[...] = 0
+    gpu_hits.fill(0)
+    for step in range(5):
+        ref_flakes.step_flakes(flake_id, *lifted_ref, *args(wind, height, snow, ref_hits),
+                               step_index=step + 11, **lift)
+        gpu_flakes.step_flakes(cupy.asarray(flake_id), *lifted_gpu,
+                               *args(gpu_wind, gpu_height, gpu_snow, gpu_hits),
+                               step_index=step + 11, **device_lift)
+    got = [cupy.asnumpy(a) for a in lifted_gpu]
+    np.testing.assert_array_equal(got[7], lifted_ref[7])
+    np.testing.assert_array_equal(cupy.asnumpy(gpu_hits), ref_hits)
+    assert 0 < ref_hits.sum() < plain_hits          # some landings were lifted
+    for g, r in zip(got[:7], lifted_ref[:7]):
+        np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-5)
+
     # initialisation, keys, counting sort and scatter
     init_ref = [np.zeros(n, np.float32) for _ in range(7)] + [np.ones(n, np.uint32)]
     init_gpu = [cupy.asarray(a) for a in init_ref]
