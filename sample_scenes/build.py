@@ -118,7 +118,7 @@ def mountain_valley(frames: int = 96, flakes: int = 200_000, resolution: int = 1
     props.flake_count = flakes
     props.snow_type = "wet"
     props.snowfall_rate = 50.0        # time-lapse
-    props.flake_size = 0.15
+    props.flake_size = 0.06
     props.substeps = 2
     # The wind turns slowly across the bake: keyframed direction, sampled per frame.
     props.keyframe_insert("wind_direction", frame=1)
@@ -157,14 +157,14 @@ def snow_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241):
                                             fence_length=20.0, thickness=0.6,
                                             fence_x=-9.75, resolution=resolution)
     terrain = mesh_object("Snow Fence Terrain", vertices, triangles)
-    _camera_and_light((-2.0, 0.0, 0.0), 30.0, 14.0, -55.0, lens=30.0)
+    _camera_and_light((-4.0, 0.0, 0.0), 24.0, 9.0, -35.0, lens=30.0)
     _render_defaults(scene)
     scene.frame_start, scene.frame_end = 1, frames
     props = _drift_storm(scene, flakes)
     props.heightmap_resolution = 241      # 0.25 m
     props.wind_cell_size = 0.5            # 4 cells up the fence
     props.sky_height = 8.0
-    props.flake_size = 0.04
+    props.flake_size = 0.015
     return terrain
 
 
@@ -177,14 +177,14 @@ def ridge(frames: int = 96, flakes: int = 200_000, resolution: int = 241):
     vertices, triangles = scenes.ridge(size_x=240.0, size_y=120.0, height=20.0,
                                        half_width=30.0, resolution=resolution)
     terrain = mesh_object("Ridge Terrain", vertices, triangles)
-    _camera_and_light((10.0, 0.0, 6.0), 190.0, 75.0, -50.0, lens=32.0)
+    _camera_and_light((10.0, 0.0, 6.0), 160.0, 60.0, -50.0, lens=32.0)
     _render_defaults(scene)
     scene.frame_start, scene.frame_end = 1, frames
     props = _drift_storm(scene, flakes)
     props.heightmap_resolution = 241      # 1 m
     props.wind_cell_size = 2.5            # 8 cells up the ridge
     props.sky_height = 30.0
-    props.flake_size = 0.15
+    props.flake_size = 0.06
     return terrain
 
 
