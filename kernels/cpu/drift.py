@@ -33,8 +33,8 @@ def _solid_at(solid, k, j, i):
 
 
 @numba.njit(parallel=True, cache=True)
-def surface_wind(u, v, solid, wind_x, wind_y):
-    """Horizontal wind (m/s) at each column's lowest open cell, from its open faces."""
+def surface_wind(u, v, w, solid, wind_x, wind_y):
+    """Wind (m/s) along the surface at each column's lowest open cell (see the reference)."""
     nz, ny, nx = solid.shape
     for j in prange(ny):
         for i in range(nx):
@@ -45,10 +45,21 @@ def surface_wind(u, v, solid, wind_x, wind_y):
                 wind_x[j, i] = 0.0
                 wind_y[j, i] = 0.0
                 continue
-            wind_x[j, i] = _mean_open(u[k, j, i], not _solid_at(solid, k, j, i - 1),
-                                      u[k, j, i + 1], not _solid_at(solid, k, j, i + 1))
-            wind_y[j, i] = _mean_open(v[k, j, i], not _solid_at(solid, k, j - 1, i),
-                                      v[k, j + 1, i], not _solid_at(solid, k, j + 1, i))
+            wx = _mean_open(u[k, j, i], not _solid_at(solid, k, j, i - 1),
+                            u[k, j, i + 1], not _solid_at(solid, k, j, i + 1))
+            wy = _mean_open(v[k, j, i], not _solid_at(solid, k, j - 1, i),
+                            v[k, j + 1, i], not _solid_at(solid, k, j + 1, i))
+            wz = np.float32(0.0)
+            if k + 1 >= nz or solid[k + 1, j, i] == 0:
+                wz = w[k + 1, j, i]
+            horizontal = np.float32(np.float32(wx * wx) + np.float32(wy * wy))
+            if horizontal > 0:
+                factor = np.float32(math.sqrt(np.float32(
+                    np.float32(horizontal + np.float32(wz * wz)) / horizontal)))
+                wx = np.float32(wx * factor)
+                wy = np.float32(wy * factor)
+            wind_x[j, i] = wx
+            wind_y[j, i] = wy
 
 
 def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,

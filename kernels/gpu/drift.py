@@ -14,6 +14,7 @@ __device__ __forceinline__ float mean_open(float a, bool open_a, float b, bool o
 }
 
 extern "C" __global__ void surface_wind(const float* __restrict__ u, const float* __restrict__ v,
+                                        const float* __restrict__ w,
                                         const unsigned char* __restrict__ solid,
                                         float* __restrict__ wind_x, float* __restrict__ wind_y,
                                         int nx, int ny, int nz) {
@@ -29,8 +30,17 @@ extern "C" __global__ void surface_wind(const float* __restrict__ u, const float
     bool front = !(j > 0 && layer[t - nx] != 0), back = !(j < ny - 1 && layer[t + nx] != 0);
     long long fu = ((long long)k * ny + j) * (nx + 1) + i;
     long long fv = ((long long)k * (ny + 1) + j) * nx + i;
-    wind_x[t] = mean_open(u[fu], left, u[fu + 1], right);
-    wind_y[t] = mean_open(v[fv], front, v[fv + nx], back);
+    float wx = mean_open(u[fu], left, u[fu + 1], right);
+    float wy = mean_open(v[fv], front, v[fv + nx], back);
+    float wz = (k + 1 >= nz || solid[(k + 1) * slice + t] == 0) ? w[(k + 1) * slice + t] : 0.0f;
+    float horizontal = wx * wx + wy * wy;
+    if (horizontal > 0.0f) {
+        float factor = sqrtf((horizontal + wz * wz) / horizontal);
+        wx = wx * factor;
+        wy = wy * factor;
+    }
+    wind_x[t] = wx;
+    wind_y[t] = wy;
 }
 
 extern "C" __global__ void saltation_flux(const float* __restrict__ wind_x,
@@ -200,11 +210,11 @@ def _kernel(name):
     return get_kernel(SOURCE, (), name)
 
 
-def surface_wind(u, v, solid, wind_x, wind_y):
-    """Horizontal wind (m/s) at each column's lowest open cell, from its open faces."""
+def surface_wind(u, v, w, solid, wind_x, wind_y):
+    """Wind (m/s) along the surface at each column's lowest open cell (see the reference)."""
     nz, ny, nx = solid.shape
     _kernel("surface_wind")(blocks(nx * ny), (LAUNCH_BLOCK,), (
-        u, v, solid, wind_x, wind_y, np.int32(nx), np.int32(ny), np.int32(nz)))
+        u, v, w, solid, wind_x, wind_y, np.int32(nx), np.int32(ny), np.int32(nz)))
 
 
 def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,

@@ -2,9 +2,10 @@
 
 Three stages per step:
 
-1. ``surface_wind``: per wind column (ny_w, nx_w), the horizontal wind (m/s) at the centre
-   of the column's lowest open cell, from the open faces beside it (a face on a wall
-   carries the wall's zero normal velocity, not the wind).
+1. ``surface_wind``: per wind column (ny_w, nx_w), the wind (m/s) at the centre of the
+   column's lowest open cell, from the open faces beside it (a face on a wall carries the
+   wall's zero normal velocity, not the wind), as a horizontal vector as long as the whole
+   wind there (the vertical part of flow that follows a slope counts toward its speed).
 2. ``saltation_flux``: per heightmap node (ny, nx), the friction velocity from the log law
    u* = ustar_per_speed * |U| (ustar_per_speed = kappa / ln(z_ref / z0)), and above the
    threshold u*_t the saltation flux of Pomeroy and Gray (1990),
@@ -28,10 +29,13 @@ from .sampling import sample_bilinear
 F32 = np.float32
 
 
-def surface_wind(u, v, solid, wind_x, wind_y):
-    """wind_x, wind_y (ny_w, nx_w) float32 m/s: the mean of the open u (and v) faces of each
-    column's lowest open cell (a face is open when no solid cell touches it); 0 where
-    neither face is open or the whole column is solid."""
+def surface_wind(u, v, w, solid, wind_x, wind_y):
+    """wind_x, wind_y (ny_w, nx_w) float32 m/s: the wind along the surface at each column's
+    lowest open cell, as a horizontal vector: the direction of the mean of its open u (and
+    v) faces (a face is open when no solid cell touches it), the length of the whole wind
+    with the w of its top face (when open): on a slope or at a step of the terrain's
+    staircase the air turns upward, and its speed along the surface is not lost. 0 where
+    no horizontal face is open or the whole column is solid."""
     nz, ny, nx = solid.shape
     fluid = solid == 0
     lowest = np.argmax(fluid, axis=0)             # first open cell from the bottom
@@ -58,6 +62,14 @@ def surface_wind(u, v, solid, wind_x, wind_y):
     back_open = ~cell_solid(k, j + 1, i)
     wx = mean_open(u[k, j, i], left_open, u[k, j, i + 1], right_open)
     wy = mean_open(v[k, j, i], front_open, v[k, j + 1, i], back_open)
+    top = np.minimum(k + 1, nz - 1)
+    top_open = (k + 1 >= nz) | (solid[top, j, i] == 0)
+    wz = np.where(top_open, w[k + 1, j, i], F32(0)).astype(F32)
+    horizontal = (wx * wx + wy * wy).astype(F32)
+    safe = np.where(horizontal > 0, horizontal, F32(1))
+    factor = np.sqrt(((horizontal + (wz * wz).astype(F32)) / safe).astype(F32)).astype(F32)
+    wx = np.where(horizontal > 0, (wx * factor).astype(F32), wx)
+    wy = np.where(horizontal > 0, (wy * factor).astype(F32), wy)
     wind_x[...] = np.where(any_open, wx, F32(0))
     wind_y[...] = np.where(any_open, wy, F32(0))
 

@@ -21,19 +21,20 @@ def _random_case(seed, nz=6, ny=7, nx=9, hy=23, hx=31):
     solid = (np.arange(nz)[:, None, None] < ground[None]).astype(np.uint8)
     u = (5 * rng.standard_normal((nz, ny, nx + 1))).astype(np.float32)
     v = (5 * rng.standard_normal((nz, ny + 1, nx))).astype(np.float32)
+    w = (2 * rng.standard_normal((nz + 1, ny, nx))).astype(np.float32)
     has_surface = rng.random((hy, hx)) > 0.1
     snow = (0.2 * rng.random((hy, hx))).astype(np.float32)
     height = np.where(rng.random((hy, hx)) > 0.8, 1.0, 0.0).astype(np.float32)  # some walls
-    return solid, u, v, has_surface, snow, height
+    return solid, u, v, w, has_surface, snow, height
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_numba_drift_kernels_match_reference_bit_for_bit(seed):
-    solid, u, v, has_surface, snow, height = _random_case(seed)
+    solid, u, v, w, has_surface, snow, height = _random_case(seed)
     ny, nx = solid.shape[1:]
     wind = [np.zeros((ny, nx), np.float32) for _ in range(4)]
-    ref.surface_wind(u, v, solid, wind[0], wind[1])
-    cpu.surface_wind(u, v, solid, wind[2], wind[3])
+    ref.surface_wind(u, v, w, solid, wind[0], wind[1])
+    cpu.surface_wind(u, v, w, solid, wind[2], wind[3])
     np.testing.assert_array_equal(wind[0], wind[2])
     np.testing.assert_array_equal(wind[1], wind[3])
     assert wind[0][2, 3] == 0 and wind[1][2, 3] == 0  # no open cell in that column
@@ -54,7 +55,7 @@ def test_numba_drift_kernels_match_reference_bit_for_bit(seed):
 
 
 def test_transport_conserves_volume_and_never_goes_negative():
-    solid, u, v, has_surface, snow, height = _random_case(7)
+    solid, u, v, _w, has_surface, snow, height = _random_case(7)
     shape = has_surface.shape
     rng = np.random.default_rng(8)
     flux_x = (0.5 * rng.standard_normal(shape)).astype(np.float32)
@@ -174,6 +175,24 @@ def test_volume_books_balance_with_drift_in_a_bake():
     np.testing.assert_array_equal(sim.step(5).snow_volume, again.step(5).snow_volume)
 
 
+@pytest.mark.parametrize("module", [ref, cpu], ids=["reference", "cpu"])
+def test_surface_wind_keeps_the_speed_of_air_turning_up_a_slope(module):
+    nz, ny, nx = 3, 1, 2
+    solid = np.zeros((nz, ny, nx), np.uint8)
+    solid[0] = 1                                     # the lowest open cells are at k = 1
+    u = np.full((nz, ny, nx + 1), 1.0, np.float32)
+    v = np.zeros((nz, ny + 1, nx), np.float32)
+    w = np.zeros((nz + 1, ny, nx), np.float32)
+    w[2, 0, 0] = 3.0                                 # air rising out of column 0's cell
+    wind = [np.zeros((ny, nx), np.float32) for _ in range(2)]
+    module.surface_wind(u, v, w, solid, *wind)
+    np.testing.assert_allclose(wind[0][0], [np.sqrt(10.0), 1.0], rtol=1e-6)
+    assert not wind[1].any()
+    solid[2, 0, 0] = 1                               # an overhang: its face is not open
+    module.surface_wind(u, v, w, solid, *wind)
+    np.testing.assert_allclose(wind[0][0], [1.0, 1.0], rtol=1e-6)
+
+
 def _shelter_case(seed, ny=23, nx=31, wny=9, wnx=13):
     rng = np.random.default_rng(seed)
     height = np.where(rng.random((ny, nx)) > 0.85, 2.0, 0.0).astype(np.float32)
@@ -236,3 +255,27 @@ def test_separation_bubble_of_a_long_fence_is_about_12_heights_and_of_a_cube_und
     # the heading turns the bubble with it
     turned = _bubble_behind(fence.T.copy(), heading=(0.0, 1.0))
     np.testing.assert_array_equal(turned, sheltered.T)
+
+
+@pytest.mark.slow
+def test_a_long_solid_fence_grows_a_lee_drift_about_12_heights_long():
+    # a 2 m solid fence across the whole width (2D, as Tabler's long fences), 10 m/s
+    fence_x, height = -14.25, 2.0       # on a wind cell's centre, so the wind sees it
+    settings = SnowSettings(wind_speed=10.0, snowfall_rate=60.0, heightmap_resolution=241,
+                            wind_cell_size=0.5, flake_count=60_000, seed=2)
+    terrain = snow_fence(size_x=60.0, size_y=8.0, fence_height=height, fence_length=8.0,
+                         thickness=0.6, fence_x=fence_x)
+    sim = Simulation(settings, *terrain, backend="cpu")
+    diagnostics = sim.step(168)
+    depth = sim.snow_depth().mean(axis=0)
+    hm = sim.heightmap.grid
+    x_in_h = (hm.x0 + np.arange(hm.nx) * hm.spacing - fence_x) / height
+
+    def mean(lo, hi):
+        return float(depth[(x_in_h >= lo) & (x_in_h < hi)].mean())
+
+    fetch, lee, beyond = mean(-7, -3), mean(0.3, 10), mean(15, 20)
+    assert lee > 1.5 * fetch            # the lee drift
+    assert beyond < 0.75 * lee          # which ends within about 12 H
+    assert diagnostics.deposited_volume == pytest.approx(
+        diagnostics.snow_volume + diagnostics.drifted_out_volume, rel=1e-4)

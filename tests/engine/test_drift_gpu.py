@@ -15,21 +15,22 @@ def _case(seed, nz=6, ny=37, nx=70, hy=45, hx=83):
     solid = (np.arange(nz)[:, None, None] < ground[None]).astype(np.uint8)
     u = (5 * rng.standard_normal((nz, ny, nx + 1))).astype(np.float32)
     v = (5 * rng.standard_normal((nz, ny + 1, nx))).astype(np.float32)
+    w = (2 * rng.standard_normal((nz + 1, ny, nx))).astype(np.float32)
     has_surface = rng.random((hy, hx)) > 0.1
     snow = (0.2 * rng.random((hy, hx))).astype(np.float32)
     height = np.where(rng.random((hy, hx)) > 0.8, 1.0, 0.0).astype(np.float32)
-    return solid, u, v, has_surface, snow, height
+    return solid, u, v, w, has_surface, snow, height
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_cuda_drift_matches_reference(gpu_backend, seed):
     gd, xp = gpu_backend.kernel_module("drift"), gpu_backend.xp
-    solid, u, v, has_surface, snow, height = _case(seed)
+    solid, u, v, w, has_surface, snow, height = _case(seed)
     ny, nx = solid.shape[1:]
     wind = [np.zeros((ny, nx), np.float32) for _ in range(2)]
-    ref.surface_wind(u, v, solid, *wind)
+    ref.surface_wind(u, v, w, solid, *wind)
     device_wind = [xp.full((ny, nx), 9.0, xp.float32) for _ in range(2)]
-    gd.surface_wind(xp.asarray(u), xp.asarray(v), xp.asarray(solid), *device_wind)
+    gd.surface_wind(xp.asarray(u), xp.asarray(v), xp.asarray(w), xp.asarray(solid), *device_wind)
     for a, e in zip(device_wind, wind):
         np.testing.assert_array_equal(xp.asnumpy(a), e)
 
