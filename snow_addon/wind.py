@@ -432,13 +432,14 @@ class WindSolver:
                              [lv.factors for lv in rest], SMOOTHING_PAIRS,
                              _coarsest_pairs(self.levels[-1].shape))
             return
-        level.solution.fill(0)
         if index == len(self.levels) - 1:
             pairs = _coarsest_pairs(level.shape)
-            kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 0, pairs)
+            kp.redblack_pairs_from_zero(level.solution, level.rhs, *level.coef, 1.0, 0, pairs)
             kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 1, pairs)
             return
-        kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 0, SMOOTHING_PAIRS)
+        # solution = 0, then the pre-smoothing (one pass for both on the GPU)
+        kp.redblack_pairs_from_zero(level.solution, level.rhs, *level.coef, 1.0, 0,
+                                    SMOOTHING_PAIRS)
         kp.residual(level.solution, level.rhs, *level.coef, level.residual)
         coarse = self.levels[index + 1]
         fz, fy, fx = level.factors
@@ -450,10 +451,9 @@ class WindSolver:
     def _cg_advance(self) -> None:
         """q = A d; alpha = rz / (d.q); x += alpha d; r -= alpha q; rr = r.r (on the device)."""
         kp = self._pressure
-        kp.apply_operator(self._d, *self.levels[0].coef, self._q)
-        kp.dot(self._d, self._q, self._scalars, kp.DQ)
-        kp.cg_update(self.pressure, self._r, self._d, self._q, self._scalars)
-        kp.dot(self._r, self._r, self._scalars, kp.RR)
+        # each dot product fused into the pass that writes its operand (GPU: one pass less)
+        kp.apply_operator_dot(self._d, *self.levels[0].coef, self._q, self._scalars, kp.DQ)
+        kp.cg_update_norm(self.pressure, self._r, self._d, self._q, self._scalars)
 
     def _cg_direction(self) -> None:
         """z = V(r); beta = (r.z)_new / (r.z); d = z + beta d (on the device)."""
@@ -466,8 +466,7 @@ class WindSolver:
         """r = b - A p; bb = b.b; z = V(r); rz = r.z; d = z (on the device)."""
         kp = self._pressure
         s, x, b, r = self._scalars, self.pressure, self._rhs, self._r
-        kp.residual(x, b, *self.levels[0].coef, r)
-        kp.dot(b, b, s, kp.BB)
+        kp.residual_norm(x, b, *self.levels[0].coef, r, s, kp.BB)
         self._vcycle()
         kp.dot(r, self._z, s, kp.RZ)
         self._d[...] = self._z

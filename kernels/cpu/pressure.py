@@ -351,6 +351,12 @@ def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
                               sweep=redblack_sweep)
 
 
+def redblack_pairs_from_zero(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
+    """p = 0, then ``pairs`` red-black SOR sweep pairs in place (as the reference)."""
+    p.fill(0)
+    redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs)
+
+
 def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, coarsest_pairs):
     """The coarse end of a V-cycle: the reference's sequence, run with these kernels."""
     _reference.coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs,
@@ -423,6 +429,23 @@ def _axpy2(x, r, d, q, alpha):
     for t in prange(x.size):
         x[t] = x[t] + alpha * d[t]
         r[t] = r[t] - alpha * q[t]
+
+
+def apply_operator_dot(p, coef_x, coef_y, coef_z, out, scalars, slot):
+    """out = A p; scalars[slot] = p . out (the reference's composition, these kernels)."""
+    _reference.apply_operator_dot(p, coef_x, coef_y, coef_z, out, scalars, slot,
+                                  kernels=sys.modules[__name__])
+
+
+def residual_norm(p, b, coef_x, coef_y, coef_z, out, scalars, slot):
+    """out = b - A p; scalars[slot] = b . b (the reference's composition, these kernels)."""
+    _reference.residual_norm(p, b, coef_x, coef_y, coef_z, out, scalars, slot,
+                             kernels=sys.modules[__name__])
+
+
+def cg_update_norm(x, r, d, q, scalars):
+    """cg_update, then scalars[RR] = r . r (the reference's composition, these kernels)."""
+    _reference.cg_update_norm(x, r, d, q, scalars, kernels=sys.modules[__name__])
 
 
 def cg_update(x, r, d, q, scalars):

@@ -225,6 +225,34 @@ __global__ void redblack_sweep(float* __restrict__ p, const float* __restrict__ 
     }
 }
 
+// p = 0 everywhere, then the half-sweep of colour `color` from that zero guess, in one
+// pass (the V-cycle's first half-sweep of a level): every neighbour is 0, so each cell of
+// the colour gets redblack_sweep's expression with pc = nb = 0 (kept literally: 0 + x is
+// not x for x = -0), the other colour 0. One thread per cell.
+template <typename C>
+__global__ void redblack_first_from_zero(float* __restrict__ p, const float* __restrict__ b,
+                                         const C* __restrict__ cx, const C* __restrict__ cy,
+                                         const C* __restrict__ cz, float om, int color,
+                                         int nx, int ny, int nz) {
+    CELL3
+    float out = 0.0f;
+    if (((i + j + k) & 1) == color) {
+        const int nxy = nx * ny;
+        const int fx = t + k * ny + j, fy = t + k * nx;
+        const float cw = (float)__ldg(cx + fx), ce = (float)__ldg(cx + fx + 1);
+        const float cs = (float)__ldg(cy + fy), cn = (float)__ldg(cy + fy + nx);
+        const float cd = (float)__ldg(cz + t), cu = (float)__ldg(cz + t + nxy);
+        const float d = ((cw + ce) + (cs + cn)) + (cd + cu);
+        if (d > 0.0f) {
+            // neighbours all 0: nb = ((cw*0 + ce*0) + (cs*0 + cn*0)) + (cd*0 + cu*0) = +0
+            // (coefficients are finite and >= 0)
+            const float zero = 0.0f;
+            out = zero + om * ((__ldg(b + t) + zero) / d - zero);
+        }
+    }
+    p[t] = out;
+}
+
 __device__ __forceinline__ float axis_weight(int fine, int coarse, int f, int n_coarse) {
     if (f == 1) return fine == coarse ? 1.0f : 0.0f;
     int parent = fine / 2;
@@ -653,6 +681,106 @@ coarse_vcycle_block(const long long* __restrict__ table, int levels, float om,
     }
 }
 
+// ---- CG kernels with their dot product fused in ------------------------------------------
+// Each block writes the float64 sum of its threads' products to partial[block] (warp
+// shuffles in a fixed order, then the warps in order), and partial_final adds the
+// partials in a fixed order: deterministic, not the same order as dot (within float64
+// rounding of it).
+__device__ __forceinline__ void block_sum_to(double v, double* __restrict__ partial, long long slot) {
+    __shared__ double warp_sums[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    const int tid = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int nthreads = blockDim.x * blockDim.y * blockDim.z;
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (tid == 0) {
+        double acc = 0.0;
+        for (int w = 0; w < (nthreads + 31) / 32; ++w) acc += warp_sums[w];
+        partial[slot] = acc;
+    }
+}
+
+// 3D launches as CELL3 (blocks of 128 threads, no early return: every thread reaches the
+// block sum); the block's partial goes to its linear index in the grid
+#define BLOCK_SLOT ((long long)(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x)
+
+// out = A p and partial sums of p . out
+template <typename C>
+__global__ void apply_operator_dot(const float* __restrict__ p, const C* __restrict__ cx,
+                                   const C* __restrict__ cy, const C* __restrict__ cz,
+                                   float* __restrict__ out, double* __restrict__ partial,
+                                   int nx, int ny, int nz) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int k = blockIdx.z;
+    double v = 0.0;
+    if (i < nx && j < ny) {
+        const int t = (k * ny + j) * nx + i;
+        float d, nb;
+        stencil(p, cx, cy, cz, k, j, i, t, nx, ny, nz, d, nb);
+        const float pc = __ldg(p + t);
+        const float o = d > 0.0f ? d * pc - nb : 0.0f;
+        out[t] = o;
+        v = (double)pc * (double)o;
+    }
+    block_sum_to(v, partial, BLOCK_SLOT);
+}
+
+// out = b - A p and partial sums of b . b
+template <typename C>
+__global__ void residual_norm(const float* __restrict__ p, const float* __restrict__ b,
+                              const C* __restrict__ cx, const C* __restrict__ cy,
+                              const C* __restrict__ cz, float* __restrict__ out,
+                              double* __restrict__ partial, int nx, int ny, int nz) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int k = blockIdx.z;
+    double v = 0.0;
+    if (i < nx && j < ny) {
+        const int t = (k * ny + j) * nx + i;
+        float d, nb;
+        stencil(p, cx, cy, cz, k, j, i, t, nx, ny, nz, d, nb);
+        const float bt = __ldg(b + t);
+        out[t] = d > 0.0f ? bt - (d * __ldg(p + t) - nb) : 0.0f;
+        v = (double)bt * (double)bt;
+    }
+    block_sum_to(v, partial, BLOCK_SLOT);
+}
+
+// cg_update, and partial sums of the new r . r
+extern "C" __global__ void cg_update_norm(float* __restrict__ x, float* __restrict__ r,
+                                          const float* __restrict__ d, const float* __restrict__ q,
+                                          const double* __restrict__ scalars,
+                                          double* __restrict__ partial, long long n) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    double v = 0.0;
+    if (t < n) {
+        double dq = scalars[1];
+        float alpha = dq > 0.0 ? (float)(scalars[0] / dq) : 0.0f;
+        x[t] = x[t] + alpha * d[t];
+        const float rn = r[t] - alpha * q[t];
+        r[t] = rn;
+        v = (double)rn * (double)rn;
+    }
+    block_sum_to(v, partial, blockIdx.x);
+}
+
+// scalars[slot] = the sum of count partials (1024 threads: strided sums, then a tree)
+extern "C" __global__ void partial_final(const double* __restrict__ partial, long long count,
+                                         double* __restrict__ scalars, int slot) {
+    __shared__ double cache[1024];
+    double acc = 0.0;
+    for (long long t = threadIdx.x; t < count; t += 1024) acc += partial[t];
+    cache[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = 512; s > 0; s >>= 1) {
+        if (threadIdx.x < s) cache[threadIdx.x] += cache[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) scalars[slot] = cache[0];
+}
+
 // deterministic float64 dot product: fixed grid of DOT_BLOCKS x 256, then one block
 #define DOT_BLOCKS 256
 extern "C" __global__ void dot_partial(const float* __restrict__ a, const float* __restrict__ b,
@@ -755,7 +883,8 @@ _f = np.float32
 
 
 _TEMPLATED = ("face_coefficients", "restrict_coefficients", "apply_operator", "residual",
-              "jacobi_sweep", "redblack_sweep", "prolong_add", "redblack_pairs_block",
+              "jacobi_sweep", "redblack_sweep", "redblack_first_from_zero",
+              "apply_operator_dot", "residual_norm", "prolong_add", "redblack_pairs_block",
               "transfer_scale")
 #: Kernels templated on the coarsening factors (fx, fy, fz), each 1 or 2.
 _BY_FACTORS = ("restrict_scaled_residual", "prolong_scaled_add")
@@ -906,6 +1035,24 @@ def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
         redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
 
 
+def redblack_pairs_from_zero(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs):
+    """p = 0, then ``pairs`` red-black SOR sweep pairs in place; on grids above
+    SINGLE_BLOCK_CELLS the zeroing and the first half-sweep are one launch
+    (redblack_first_from_zero: the same bits as fill(0) and redblack_sweep)."""
+    nz, ny, nx = p.shape
+    if nz * ny * nx <= SINGLE_BLOCK_CELLS or int(pairs) < 1:
+        p.fill(0)
+        redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs)
+        return
+    (grid, block), dims = _cells(p)
+    _kernel("redblack_first_from_zero", coef_x)(grid, block, (
+        p, b, coef_x, coef_y, coef_z, _f(omega), _i(first_color), *dims))
+    redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
+    for _ in range(int(pairs) - 1):
+        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, first_color)
+        redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
+
+
 # wind.WindSolver runs the levels with at most COARSE_VCYCLE_CELLS cells (below the finest)
 # through coarse_vcycle: here the whole coarse end of the V-cycle in one launch of one block.
 #: Inside coarse_vcycle, levels with at most this many cells are worked on by one warp
@@ -1009,6 +1156,53 @@ def extrapolate(pressure, previous):
     """pressure = 2 pressure - previous, previous = the old pressure (one pass)."""
     _kernel("extrapolate")(_blocks(pressure.size), (_BLOCK,), (pressure, previous,
                                                                 np.int64(pressure.size)))
+
+
+_fused_partials = {}
+
+
+def _partial_buffer(count):
+    """Per-block float64 partials of the fused kernels (one buffer per device and size,
+    allocated on first use: a recorded graph keeps using it)."""
+    import cupy
+
+    key = (cupy.cuda.Device().id, int(count))
+    buffer = _fused_partials.get(key)
+    if buffer is None:
+        buffer = _fused_partials[key] = cupy.zeros(int(count), cupy.float64)
+    return buffer
+
+
+def _grid_count(grid):
+    return int(grid[0]) * int(grid[1]) * int(grid[2])
+
+
+def apply_operator_dot(p, coef_x, coef_y, coef_z, out, scalars, slot):
+    """out = A p; scalars[slot] = p . out (float64, deterministic). Two launches."""
+    (grid, block), dims = _cells(p)
+    count = _grid_count(grid)
+    partial = _partial_buffer(count)
+    _kernel("apply_operator_dot", coef_x)(grid, block, (p, coef_x, coef_y, coef_z, out, partial, *dims))
+    _kernel("partial_final")((1,), (1024,), (partial, np.int64(count), scalars, _i(slot)))
+
+
+def residual_norm(p, b, coef_x, coef_y, coef_z, out, scalars, slot):
+    """out = b - A p; scalars[slot] = b . b (float64, deterministic). Two launches."""
+    (grid, block), dims = _cells(p)
+    count = _grid_count(grid)
+    partial = _partial_buffer(count)
+    _kernel("residual_norm", coef_x)(grid, block, (p, b, coef_x, coef_y, coef_z, out, partial, *dims))
+    _kernel("partial_final")((1,), (1024,), (partial, np.int64(count), scalars, _i(slot)))
+
+
+def cg_update_norm(x, r, d, q, scalars):
+    """cg_update, then scalars[RR] = r . r of the updated r (float64, deterministic). Two
+    launches."""
+    grid = _blocks(x.size)
+    count = int(grid[0])
+    partial = _partial_buffer(count)
+    _kernel("cg_update_norm")(grid, (_BLOCK,), (x, r, d, q, scalars, partial, np.int64(x.size)))
+    _kernel("partial_final")((1,), (1024,), (partial, np.int64(count), scalars, _i(RR)))
 
 
 def cg_update(x, r, d, q, scalars):

@@ -247,6 +247,14 @@ def redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs, swee
         sweep(p, b, coef_x, coef_y, coef_z, omega, 1 - first_color)
 
 
+def redblack_pairs_from_zero(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs, sweep=None):
+    """p = 0, then ``pairs`` red-black SOR sweep pairs in place (the V-cycle's smoothing
+    of a level from a zero guess; the GPU build does the zeroing and the first half-sweep
+    in one pass, with the same result)."""
+    p.fill(0)
+    redblack_pairs(p, b, coef_x, coef_y, coef_z, omega, first_color, pairs, sweep=sweep)
+
+
 def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, coarsest_pairs,
                   kernels=None):
     """The coarse end of a V-cycle over levels l = 0 .. n-1 (fine to coarse; lists of
@@ -304,6 +312,28 @@ def extrapolate(pressure, previous):
     old = pressure.copy()
     pressure[...] = (F32(2.0) * old - previous).astype(F32)
     previous[...] = old
+
+
+def apply_operator_dot(p, coef_x, coef_y, coef_z, out, scalars, slot, kernels=None):
+    """out = A p; scalars[slot] = p . out (float64). The GPU build fuses the two;
+    ``kernels``: the backend module whose kernels run (this one by default)."""
+    k = kernels or sys.modules[__name__]
+    k.apply_operator(p, coef_x, coef_y, coef_z, out)
+    k.dot(p, out, scalars, slot)
+
+
+def residual_norm(p, b, coef_x, coef_y, coef_z, out, scalars, slot, kernels=None):
+    """out = b - A p; scalars[slot] = b . b (float64). The GPU build fuses the two."""
+    k = kernels or sys.modules[__name__]
+    k.residual(p, b, coef_x, coef_y, coef_z, out)
+    k.dot(b, b, scalars, slot)
+
+
+def cg_update_norm(x, r, d, q, scalars, kernels=None):
+    """cg_update, then scalars[RR] = r . r (float64). The GPU build fuses the two."""
+    k = kernels or sys.modules[__name__]
+    k.cg_update(x, r, d, q, scalars)
+    k.dot(r, r, scalars, RR)
 
 
 def cg_update(x, r, d, q, scalars):

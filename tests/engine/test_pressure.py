@@ -362,3 +362,77 @@ def test_mgpcg_iterations_on_terrain_do_not_grow_with_the_grid():
         assert converged and relative <= 1e-6
         counts.append(iterations)
     assert counts[1] <= counts[0] <= 7
+
+
+def test_fused_cg_and_from_zero_kernels_are_their_compositions():
+    """The wind solver calls redblack_pairs_from_zero, apply_operator_dot, residual_norm
+    and cg_update_norm; on the CPU they are fill/sweeps and kernel + dot."""
+    shape = (5, 9, 8)
+    _solid, _flags, coef, p, b = _random_system(shape, 31)
+    expected = np.zeros(shape, np.float32)
+    ref.redblack_pairs(expected, b, *coef, 1.0, 0, 2)
+    actual = p.copy()
+    cpu.redblack_pairs_from_zero(actual, b, *coef, 1.0, 0, 2)
+    np.testing.assert_array_equal(actual, expected)
+    again = p.copy()
+    ref.redblack_pairs_from_zero(again, b, *coef, 1.0, 0, 2)
+    np.testing.assert_array_equal(again, expected)
+    out, s = np.zeros(shape, np.float32), np.zeros(cpu.SCALAR_SLOTS)
+    cpu.apply_operator_dot(p, *coef, out, s, cpu.DQ)
+    plain = np.zeros(shape, np.float32)
+    cpu.apply_operator(p, *coef, plain)
+    np.testing.assert_array_equal(out, plain)
+    assert s[cpu.DQ] == pytest.approx(float(np.dot(p.ravel().astype(np.float64), plain.ravel())), rel=1e-12)
+    cpu.residual_norm(p, b, *coef, out, s, cpu.BB)
+    cpu.residual(p, b, *coef, plain)
+    np.testing.assert_array_equal(out, plain)
+    assert s[cpu.BB] == pytest.approx(float(np.dot(b.ravel().astype(np.float64), b.ravel())), rel=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("coef_dtype", [np.float32, np.uint8])
+@pytest.mark.parametrize("shape", [(9, 21, 30), (4, 33, 70)])
+def test_cuda_fused_cg_and_from_zero_kernels_match_reference(gpu_backend, shape, coef_dtype):
+    """GPU: the fused zeroing + first half-sweep gives the bits of fill(0) + the sweeps (b
+    with signed zeros too); the fused CG kernels write the same arrays as the plain ones
+    and their dot products agree with float64 sums to 1e-10."""
+    gp, xp = gpu_backend.kernel_module("pressure"), gpu_backend.xp
+    _solid, _flags, coef, p, b = _random_system(shape, 41)
+    b[0, 0, :4] = np.float32(-0.0)
+    coef = tuple(c.astype(coef_dtype) for c in coef)
+    dcoef = tuple(xp.asarray(c) for c in coef)
+    for first, pairs in ((0, 2), (1, 1), (0, 3)):
+        expected = np.zeros(shape, np.float32)
+        ref.redblack_pairs(expected, b, *(c.astype(np.float32) for c in coef), 1.0, first, pairs)
+        d = xp.asarray(p)
+        gp.redblack_pairs_from_zero(d, xp.asarray(b), *dcoef, 1.0, first, pairs)
+        got = xp.asnumpy(d)
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+    rng = np.random.default_rng(5)
+    d_host = rng.standard_normal(shape).astype(np.float32)
+    scalars = xp.zeros(gp.SCALAR_SLOTS, xp.float64)
+    out = xp.zeros(shape, xp.float32)
+    gp.apply_operator_dot(xp.asarray(d_host), *dcoef, out, scalars, gp.DQ)
+    plain = xp.zeros(shape, xp.float32)
+    gp.apply_operator(xp.asarray(d_host), *dcoef, plain)
+    np.testing.assert_array_equal(xp.asnumpy(out), xp.asnumpy(plain))
+    q = xp.asnumpy(out)
+    assert float(scalars[gp.DQ]) == pytest.approx(
+        float(np.dot(d_host.ravel().astype(np.float64), q.ravel())), rel=1e-10)
+    gp.residual_norm(xp.asarray(p), xp.asarray(b), *dcoef, out, scalars, gp.BB)
+    gp.residual(xp.asarray(p), xp.asarray(b), *dcoef, plain)
+    np.testing.assert_array_equal(xp.asnumpy(out), xp.asnumpy(plain))
+    assert float(scalars[gp.BB]) == pytest.approx(
+        float(np.dot(b.ravel().astype(np.float64), b.ravel())), rel=1e-10)
+    host = np.array([2.0, 3.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0])
+    x, r = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+    ex, er = x.copy(), r.copy()
+    ref.cg_update(ex, er, d_host, q, host.copy())
+    dx, dr, ds = xp.asarray(x), xp.asarray(r), xp.asarray(host)
+    gp.cg_update_norm(dx, dr, xp.asarray(d_host), xp.asarray(q), ds)
+    np.testing.assert_array_equal(xp.asnumpy(dx), ex)
+    np.testing.assert_array_equal(xp.asnumpy(dr), er)
+    assert float(ds[gp.RR]) == pytest.approx(float(np.dot(er.ravel().astype(np.float64), er.ravel())),
+                                             rel=1e-10)
+    assert float(ds[gp.RZ]) == 2.0 and float(ds[gp.DQ]) == 3.0
