@@ -5,6 +5,7 @@ metres, next to what the literature says for each pattern (docs/drift_validation
     python benchmarks/drift_validation.py                       # all three, Numba CPU
     python benchmarks/drift_validation.py --scene snow_fence --steps 240 --json out.json
     python benchmarks/drift_validation.py --backend gpu --set drift_strength=0.5
+    python benchmarks/drift_validation.py --maps out/maps     # + a top-view PNG per scene
 
 Wind blows along +x in every scene. Each scene's terrain comes from
 ``snowfall.snow_addon.scenes`` (``snow_fence``, ``box_test`` with a cubic block,
@@ -307,8 +308,35 @@ def _parse_set(items):
     return out
 
 
+def write_depth_map(path: str, depth: np.ndarray, repeat_y: int = 1) -> None:
+    """Top view of ``depth`` (ny, nx) m as an RGB PNG, +x to the right (the wind) and +y up:
+    dark blue = no snow over the 99th percentile's white, brown = bare ground (< 0.1 mm).
+    ``repeat_y`` tiles a strip that is periodic across y (the 2D fence) so it can be seen."""
+    import struct
+    import zlib
+
+    d = np.tile(np.asarray(depth, np.float64)[::-1], (repeat_y, 1))
+    top = max(float(np.percentile(d, 99)), 1e-6)
+    t = np.clip(d / top, 0.0, 1.0)
+    rgb = np.stack([30 + 225 * t, 30 + 225 * t, 90 + 165 * t], axis=-1)
+    rgb[d < 1e-4] = (120, 70, 30)
+    scale = max(1, -(-480 // d.shape[1]))
+    rgb = np.repeat(np.repeat(rgb.astype(np.uint8), scale, 0), scale, 1)
+    height, width, _ = rgb.shape
+    raw = b"".join(b"\x00" + rgb[row].tobytes() for row in range(height))
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    with open(path, "wb") as handle:
+        handle.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height,
+                                                                         8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+
 def run_scene(scene: Scene, backend: str, steps: int | None, flakes: int | None,
-              overrides: dict) -> dict:
+              overrides: dict, maps: str | None = None) -> dict:
     vertices, triangles = getattr(scenes, scene.name)(**scene.terrain)
     values = dict(COMMON, **scene.settings)
     if flakes:
@@ -340,6 +368,11 @@ def run_scene(scene: Scene, backend: str, steps: int | None, flakes: int | None,
         print(f"   step {done}/{steps}: {time.perf_counter() - started:.1f} s", flush=True)
     seconds = time.perf_counter() - started
     rows, derived, profile = MEASURE[scene.name](sim, scene)
+    if maps:
+        os.makedirs(maps, exist_ok=True)
+        depth = sim.snow_depth()
+        write_depth_map(os.path.join(maps, f"{scene.name}.png"), depth,
+                        repeat_y=max(1, depth.shape[1] // (3 * depth.shape[0])))
     books = {f.name: getattr(diag, f.name) for f in dataclasses.fields(diag)
              if isinstance(getattr(diag, f.name), (int, float)) and f.name not in ("step",)}
     deposited = books.get("deposited_volume", 0.0)
@@ -401,6 +434,8 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", metavar="NAME=VALUE",
                         help="override a SnowSettings field in every scene (repeatable)")
     parser.add_argument("--json", help="write every number to this JSON file")
+    parser.add_argument("--maps", metavar="FOLDER",
+                        help="write a top-view depth map per scene, FOLDER/<scene>.png")
     args = parser.parse_args(argv)
     name = ALIASES.get(args.scene, args.scene)
     if name != "all" and name not in SCENES:
@@ -412,7 +447,7 @@ def main(argv=None) -> int:
           f"{os.cpu_count()} CPUs; overrides {overrides or 'none'}", flush=True)
     results = []
     for n in names:
-        result = run_scene(SCENES[n], args.backend, args.steps, args.flakes, overrides)
+        result = run_scene(SCENES[n], args.backend, args.steps, args.flakes, overrides, args.maps)
         report(result)
         results.append(result)
     if args.json:

@@ -99,8 +99,9 @@ def box_test(frames: int = 96, flakes: int = 100_000, resolution: int = 81):
 
 
 def mountain_valley(frames: int = 96, flakes: int = 200_000, resolution: int = 129):
-    """A 400 x 300 m valley between two ridges (60 m relief), wind 8 m/s along the valley
-    with keyframed gusts of direction. Returns the terrain object."""
+    """A 400 x 300 m valley between two ridges (60 m relief), a 12 m/s storm across the
+    valley (+X, turning to 20 degrees): crests and windward slopes scoured, lee slopes
+    loaded. Returns the terrain object."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
     vertices, triangles = scenes.mountain_valley(size_x=400.0, size_y=300.0, relief=60.0,
@@ -113,18 +114,18 @@ def mountain_valley(frames: int = 96, flakes: int = 200_000, resolution: int = 1
     props.heightmap_resolution = 256
     props.wind_resolution = 64
     props.sky_height = 40.0           # flakes reach the ground within the bake
-    props.wind_speed = 8.0
-    props.wind_direction = math.radians(90.0)
+    props.wind_speed = 12.0
+    props.wind_direction = 0.0        # across the valley: over one ridge into the other's lee
     props.flake_count = flakes
-    props.snow_type = "wet"
+    props.snow_type = "dry"
     props.snowfall_rate = 50.0        # time-lapse
     props.flake_size = 0.06
     props.substeps = 2
     # The wind turns slowly across the bake: keyframed direction, sampled per frame.
     props.keyframe_insert("wind_direction", frame=1)
-    props.wind_direction = math.radians(70.0)
+    props.wind_direction = math.radians(20.0)
     props.keyframe_insert("wind_direction", frame=frames)
-    props.wind_direction = math.radians(90.0)
+    props.wind_direction = 0.0
     return terrain
 
 
