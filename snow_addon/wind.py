@@ -15,6 +15,7 @@ import numpy as np
 from ..kernels.reference.rng import random_uniform
 from ..kernels.reference.wind import (INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MINUS,
                                       INFLOW_Y_PLUS, inflow_sides_of)
+from ..kernels.reference.flakes import OPEN_LIMIT
 from .errors import SnowInputError
 from .settings import SOR5_RELAXATION
 
@@ -237,6 +238,7 @@ class WindSolver:
         self.u = xp.full(u_shape, vx, dtype=F32)
         self.v = xp.full(v_shape, vy, dtype=F32)
         self.w = xp.zeros(w_shape, F32)
+        self._column_top = xp.zeros(shape[1:], F32)   # highest surface per column
         self._next = (xp.zeros(u_shape, F32), xp.zeros(v_shape, F32), xp.zeros(w_shape, F32))
         # the semi-Lagrangian result the MacCormack correction starts from
         self._advected = ((xp.zeros(u_shape, F32), xp.zeros(v_shape, F32), xp.zeros(w_shape, F32))
@@ -282,9 +284,10 @@ class WindSolver:
         faces = sum(a * b * c for a, b, c in _face_shapes(grid.shape))
         # u, v, w and their advection buffers (two for MacCormack); pressure, previous
         # pressure, rhs, divergence, 4 CG vectors; solid and open blocks plus the CG
-        # scalars (float64)
+        # scalars (float64); the highest surface per column
         buffers = 3 if settings.advection == "maccormack" else 2
-        return total + 4 * buffers * faces + 4 * 8 * cells + 2 * cells + 8 * 8
+        return (total + 4 * buffers * faces + 4 * 8 * cells + 2 * cells + 8 * 8
+                + 4 * grid.nx * grid.ny)
 
     # --- inputs ------------------------------------------------------------------------
     def inflow(self, time: float) -> tuple[float, float]:
@@ -293,7 +296,10 @@ class WindSolver:
 
     def update_obstacles(self, height, snow_depth, heightmap) -> None:
         """Mark cells whose centre lies below the bilinear height + snow depth (backend
-        arrays (ny, nx) float32 m on ``heightmap``, a HeightmapGrid) as solid. When cells
+        arrays (ny, nx) float32 m on ``heightmap``, a HeightmapGrid) as solid, and whole
+        columns up to a thin obstacle of the terrain inside them that no centre sees (a
+        fence thinner than a cell: its top more than half a cell above the heights at this
+        and the neighbouring centres). When cells
         changed and the solver is "mgpcg", the wind is made divergence free around the new
         obstacles at once (see project_obstacles)."""
         for name, array in (("height", height), ("snow_depth", snow_depth)):
@@ -304,9 +310,17 @@ class WindSolver:
         snow_depth = self.backend.asarray(snow_depth, dtype=np.float32)
         g = self.grid
         before = self.solid.copy()
+        # the terrain's thin obstacles only: narrow snow ridges stay sampled at the centres
+        # (taken as obstacles they block the wind, catch more snow and grow into walls)
+        if getattr(self, "_no_snow", None) is None or self._no_snow.shape != height.shape:
+            self._no_snow = self.xp.zeros(height.shape, F32)
+        self.backend.kernel_module("drift").column_surface(
+            height, self._no_snow, height > np.float32(OPEN_LIMIT), heightmap.x0, heightmap.y0,
+            heightmap.spacing, g.x0, g.y0, g.cell_size, self._column_top)
         self._wind.solid_from_heightmap(height, snow_depth, float(heightmap.x0), float(heightmap.y0),
                                         float(heightmap.spacing), float(g.x0), float(g.y0),
-                                        float(g.z0), float(g.cell_size), self.solid)
+                                        float(g.z0), float(g.cell_size), self.solid,
+                                        self._column_top)
         self._wind.open_blocks(self.solid, self._open_blocks)
         self._coefficients_for = None
         self.obstacle_projection = None

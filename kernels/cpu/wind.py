@@ -8,18 +8,41 @@ from .sampling import open_range, sample_bilinear, sample_open
 F32 = np.float32
 
 
+def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid,
+                         column_top=None):
+    """solid[k, j, i] = 1 where the cell centre lies below bilinear height + snow depth, or
+    below a thin obstacle's ``column_top`` (see the reference)."""
+    use_top = column_top is not None
+    _solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid,
+                          use_top, column_top if use_top else height)
+
+
 @numba.njit(parallel=True, cache=True)
-def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid):
-    """solid[k, j, i] = 1 where the cell centre lies below bilinear height + snow depth."""
+def _solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid,
+                          use_top, column_top):
     nz, ny, nx = solid.shape
     h = np.float32(cell_size)
     half = np.float32(0.5)
+    centre = np.empty((ny, nx), np.float32)
     for j in prange(ny):
         for i in range(nx):
             cx = np.float32(x0) + (np.float32(i) + half) * h
             cy = np.float32(y0) + (np.float32(j) + half) * h
-            ground = np.float32(sample_bilinear(height, hx0, hy0, spacing, cx, cy)
-                                + sample_bilinear(snow_depth, hx0, hy0, spacing, cx, cy))
+            centre[j, i] = np.float32(sample_bilinear(height, hx0, hy0, spacing, cx, cy)
+                                      + sample_bilinear(snow_depth, hx0, hy0, spacing, cx, cy))
+    limit = np.float32(half * h)
+    for j in prange(ny):
+        for i in range(nx):
+            ground = centre[j, i]
+            if use_top:
+                top = column_top[j, i]
+                thin = np.float32(top - ground) > limit
+                thin = thin and np.float32(top - centre[j, max(i - 1, 0)]) > limit
+                thin = thin and np.float32(top - centre[j, min(i + 1, nx - 1)]) > limit
+                thin = thin and np.float32(top - centre[max(j - 1, 0), i]) > limit
+                thin = thin and np.float32(top - centre[min(j + 1, ny - 1), i]) > limit
+                if thin:
+                    ground = top
             for k in range(nz):
                 cz = np.float32(z0) + (np.float32(k) + half) * h
                 solid[k, j, i] = 1 if cz < ground else 0

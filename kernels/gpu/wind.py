@@ -330,19 +330,38 @@ extern "C" __global__ void open_blocks(const unsigned char* __restrict__ solid,
     out[(k * ny + j) * nx + i] = (u ? 1 : 0) | (v ? 2 : 0) | (w ? 4 : 0);
 }
 
+__device__ __forceinline__ float centre_ground(const float* __restrict__ height,
+        const float* __restrict__ snow, int hnx, int hny, float hx0, float hy0, float spacing,
+        float x0, float y0, float h, int i, int j) {
+    float cx = x0 + ((float)i + 0.5f) * h;
+    float cy = y0 + ((float)j + 0.5f) * h;
+    return sample_bilinear(height, hnx, hny, hx0, hy0, spacing, cx, cy)
+         + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, cx, cy);
+}
+
 extern "C" __global__ void solid_from_heightmap(const float* __restrict__ height,
                                                 const float* __restrict__ snow, int hnx, int hny,
                                                 float hx0, float hy0, float spacing,
                                                 float x0, float y0, float z0, float h,
                                                 unsigned char* __restrict__ solid,
-                                                int nx, int ny, int nz) {
+                                                int nx, int ny, int nz, int use_top,
+                                                const float* __restrict__ column_top) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)ny * nx) return;
     int i = (int)(t % nx); int j = (int)(t / nx);
-    float cx = x0 + ((float)i + 0.5f) * h;
-    float cy = y0 + ((float)j + 0.5f) * h;
-    float ground = sample_bilinear(height, hnx, hny, hx0, hy0, spacing, cx, cy)
-                 + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, cx, cy);
+    float ground = centre_ground(height, snow, hnx, hny, hx0, hy0, spacing, x0, y0, h, i, j);
+    if (use_top) {
+        // a thin obstacle that neither this centre nor a neighbour's sees: solid to its top
+        float top = column_top[t], limit = 0.5f * h;
+        bool thin = top - ground > limit;
+        const int di[4] = {-1, 1, 0, 0}, dj[4] = {0, 0, -1, 1};
+        for (int n = 0; n < 4 && thin; ++n) {
+            int ni = min(max(i + di[n], 0), nx - 1), nj = min(max(j + dj[n], 0), ny - 1);
+            thin = top - centre_ground(height, snow, hnx, hny, hx0, hy0, spacing, x0, y0, h,
+                                       ni, nj) > limit;
+        }
+        if (thin) ground = top;
+    }
     for (int k = 0; k < nz; ++k) {
         float cz = z0 + ((float)k + 0.5f) * h;
         solid[((long long)k * ny + j) * nx + i] = cz < ground ? 1 : 0;
@@ -373,14 +392,18 @@ def _tiles(nx, ny, nz):
     return ((nx + bx - 1) // bx, (ny + by - 1) // by, nz), (bx, by, 1)
 
 
-def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid):
-    """solid[k, j, i] = 1 where the cell centre lies below bilinear height + snow depth."""
+def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid,
+                         column_top=None):
+    """solid[k, j, i] = 1 where the cell centre lies below bilinear height + snow depth, or
+    below a thin obstacle's ``column_top`` (see the reference)."""
     nz, ny, nx = solid.shape
     hny, hnx = height.shape
     f = np.float32
+    use_top = column_top is not None
     _kernel("solid_from_heightmap")(_blocks(ny * nx), (_BLOCK,), (
         height, snow_depth, np.int32(hnx), np.int32(hny), f(hx0), f(hy0), f(spacing),
-        f(x0), f(y0), f(z0), f(cell_size), solid, np.int32(nx), np.int32(ny), np.int32(nz)))
+        f(x0), f(y0), f(z0), f(cell_size), solid, np.int32(nx), np.int32(ny), np.int32(nz),
+        np.int32(use_top), column_top if use_top else height))
 
 
 def open_blocks(solid, out):

@@ -104,10 +104,16 @@ def open_blocks(solid, out):
     out[...] = result
 
 
-def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid):
+def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid,
+                         column_top=None):
     """solid[k, j, i] = 1 where the cell centre lies below the bilinear height + snow depth
     (heightmap arrays (ny_h, nx_h) float32 m, origin (hx0, hy0), node spacing m) sampled at
-    the centre's XY; wind grid min corner (x0, y0, z0) m, cubic cells of ``cell_size`` m."""
+    the centre's XY; wind grid min corner (x0, y0, z0) m, cubic cells of ``cell_size`` m.
+    ``column_top`` (ny, nx) float32 m, the highest surface inside each column
+    (kernels.reference.drift.column_surface): where it stands more than half a cell above
+    the height at this column's centre and at its four neighbours' centres (clamped at the
+    grid's edge), a thin obstacle (a fence, a post) no centre sees, the column is solid up
+    to it instead. An obstacle a neighbour's centre sees keeps its cells as they are."""
     nz, ny, nx = solid.shape
     h = F32(cell_size)
     j, i = np.meshgrid(np.arange(ny, dtype=F32), np.arange(nx, dtype=F32), indexing="ij")
@@ -115,6 +121,13 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
     cy = F32(y0) + (j + HALF) * h
     ground = (sample_bilinear(height, hx0, hy0, spacing, cx, cy)
               + sample_bilinear(snow_depth, hx0, hy0, spacing, cx, cy)).astype(F32)
+    if column_top is not None:
+        padded = np.pad(ground, 1, mode="edge")
+        thin = np.ones(ground.shape, bool)
+        for dj, di in ((1, 1), (0, 1), (2, 1), (1, 0), (1, 2)):
+            near = padded[dj:dj + ny, di:di + nx]
+            thin &= (column_top - near).astype(F32) > F32(HALF * h)
+        ground = np.where(thin, column_top, ground).astype(F32)
     cz = F32(z0) + (np.arange(nz, dtype=F32) + HALF) * h
     solid[...] = (cz[:, None, None] < ground[None, :, :]).astype(np.uint8)
 

@@ -7,7 +7,9 @@ import pytest
 
 from snowfall.kernels.cpu import wind as cpu
 from snowfall.kernels.reference import pressure as ref_pressure
+from snowfall.kernels.reference import drift as ref_drift
 from snowfall.kernels.reference import wind as ref
+from snowfall.snow_addon import Simulation
 from snowfall.snow_addon.backend import select_backend
 from snowfall.snow_addon.errors import SnowInputError
 from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
@@ -165,6 +167,42 @@ def test_solid_from_heightmap_matches_reference_and_definition():
     ground = sample_bilinear(height, hm.x0, hm.y0, hm.spacing, x, y) + \
         sample_bilinear(snow, hm.x0, hm.y0, hm.spacing, x, y)
     assert expected[k, j, i] == (z < ground)
+
+
+def test_a_fence_thinner_than_a_wind_cell_is_solid_to_its_top():
+    from snowfall.kernels.cpu import drift as cpu_drift
+    from snowfall.snow_addon.scenes import snow_fence
+
+    # the 0.4 m fence at x = -10 m lies between the centres of 1 m cells (-10.5, -9.5)
+    settings = SnowSettings(wind_cell_size=1.0, heightmap_resolution=241, drift_enabled=False)
+    sim = Simulation(settings, *snow_fence(), backend="cpu", flakes=False)
+    g = sim.grid
+    solid = sim.solid_mask()
+    column = int(np.floor((-10.0 - g.x0) / g.cell_size))
+    ground = int(np.floor((0.0 - g.z0) / g.cell_size))       # the plane's cells
+    fence_rows = np.abs(g.y0 + (np.arange(g.ny) + 0.5) * g.cell_size) < 9.0
+    top = g.z0 + (solid[:, fence_rows, column].sum(axis=0) * g.cell_size)
+    np.testing.assert_allclose(top, g.z0 + (ground + 2) * g.cell_size)   # z0 + cells to 2 m
+    others = np.delete(np.arange(g.nx), column)
+    assert not solid[ground + 1:, :, others].any()             # flat ground stays flat
+    # the columns' tops and the mask agree with the reference, thin obstacle included
+    height = sim.backend.to_host(sim.cover.height)
+    snow = np.zeros_like(height)
+    hm = sim.heightmap.grid
+    tops = [np.zeros((g.ny, g.nx), np.float32) for _ in range(2)]
+    args = (height, snow, height > -1e29, hm.x0, hm.y0, hm.spacing, g.x0, g.y0, g.cell_size)
+    ref_drift.column_surface(*args, tops[0])
+    cpu_drift.column_surface(*args, tops[1])
+    np.testing.assert_array_equal(tops[0], tops[1])
+    masks = [np.zeros(g.shape, np.uint8) for _ in range(2)]
+    mask_args = (height, snow, hm.x0, hm.y0, hm.spacing, g.x0, g.y0, g.z0, g.cell_size)
+    ref.solid_from_heightmap(*mask_args, masks[0], tops[0])
+    cpu.solid_from_heightmap(*mask_args, masks[1], tops[0])
+    np.testing.assert_array_equal(masks[0], masks[1])
+    np.testing.assert_array_equal(masks[0], solid)
+    plain = np.zeros(g.shape, np.uint8)
+    ref.solid_from_heightmap(*mask_args, plain)
+    assert not plain[ground + 1:, :, column].any()            # what the centres alone see
 
 
 def test_divergence_and_project_match_reference():
@@ -489,7 +527,7 @@ def test_estimate_bytes_covers_the_allocation():
     arrays = [solver.u, solver.v, solver.w, solver.pressure, solver.pressure_previous,
               solver.solid, solver._open_blocks, solver._rhs,
               solver._divergence, solver._r, solver._z, solver._d, solver._q, *solver._next,
-              *(solver._advected or ()), solver._scalars]
+              *(solver._advected or ()), solver._scalars, solver._column_top]
     for level in solver.levels:
         arrays += [*level.coef, level.residual]
         if level.transfer_scale is not None:

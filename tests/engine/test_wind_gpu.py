@@ -148,6 +148,16 @@ def test_cuda_divergence_project_and_solid_match_reference(kernels, shape):
     out = xp.full(shape, 7, xp.uint8)
     gw.solid_from_heightmap(xp.asarray(height), xp.asarray(snow), *args, out)
     np.testing.assert_array_equal(xp.asnumpy(out), expected)
+    # with the columns' highest surface: thin obstacles the centres miss
+    column_top = (rng.random(shape[1:]) * 4.0).astype(np.float32)
+    column_top[0, 0] = -1.0e30
+    ref_wind.solid_from_heightmap(height, snow, *args, expected, column_top)
+    gw.solid_from_heightmap(xp.asarray(height), xp.asarray(snow), *args, out,
+                            xp.asarray(column_top))
+    np.testing.assert_array_equal(xp.asnumpy(out), expected)
+    plain = np.zeros(shape, np.uint8)
+    ref_wind.solid_from_heightmap(height, snow, *args, plain)
+    assert expected.sum() > plain.sum()
 
 
 @pytest.mark.parametrize("coef_dtype", [np.float32, np.uint8])  # uint8: the finest level
