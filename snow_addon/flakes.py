@@ -129,7 +129,10 @@ class FlakeSystem:
             ordered = xp.empty_like(stacked)
             ordered[self.flake_id.astype(xp.int64)] = stacked
             stacked = ordered
-        return np.array(self.backend.to_host(stacked), copy=True)
+        host = self.backend.to_host(stacked)
+        if host is arrays[0]:              # the live state itself (one array, CPU, id order)
+            return np.array(host, copy=True)
+        return np.asarray(host)            # already a new array: no second pass over it
 
     def positions(self) -> np.ndarray:
         """Host (N, 3) float32 positions (m), flake-id order."""
