@@ -151,9 +151,8 @@ def snow_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241):
     terrain object."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
-    # 0.6 m thick and centred on a 0.5 m wind cell's centre (x = -9.75 on this plane): the
-    # wind's solid mask samples the heightmap at cell centres, and a thinner wall between
-    # two centres would be invisible to the wind (benchmarks/drift_validation.py).
+    # 0.6 m thick and centred on a 0.5 m wind cell's centre (x = -9.75 on this plane), as
+    # the validation fence (benchmarks/drift_validation.py).
     vertices, triangles = scenes.snow_fence(size_x=60.0, size_y=30.0, fence_height=2.0,
                                             fence_length=20.0, thickness=0.6,
                                             fence_x=-9.75, resolution=resolution)

@@ -239,6 +239,7 @@ class WindSolver:
         self.v = xp.full(v_shape, vy, dtype=F32)
         self.w = xp.zeros(w_shape, F32)
         self._column_top = xp.zeros(shape[1:], F32)   # highest surface per column
+        self._no_snow = None                          # zeros of the heightmap's shape
         self._next = (xp.zeros(u_shape, F32), xp.zeros(v_shape, F32), xp.zeros(w_shape, F32))
         # the semi-Lagrangian result the MacCormack correction starts from
         self._advected = ((xp.zeros(u_shape, F32), xp.zeros(v_shape, F32), xp.zeros(w_shape, F32))
@@ -312,7 +313,7 @@ class WindSolver:
         before = self.solid.copy()
         # the terrain's thin obstacles only: narrow snow ridges stay sampled at the centres
         # (taken as obstacles they block the wind, catch more snow and grow into walls)
-        if getattr(self, "_no_snow", None) is None or self._no_snow.shape != height.shape:
+        if self._no_snow is None or self._no_snow.shape != height.shape:
             self._no_snow = self.xp.zeros(height.shape, F32)
         self.backend.kernel_module("drift").column_surface(
             height, self._no_snow, height > np.float32(OPEN_LIMIT), heightmap.x0, heightmap.y0,
