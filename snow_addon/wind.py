@@ -9,13 +9,16 @@ numbers behind it.
 """
 from __future__ import annotations
 
+import collections
 import math
+
 import numpy as np
 
 from ..kernels.reference.rng import random_uniform
 from ..kernels.reference.wind import (INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MINUS,
                                       INFLOW_Y_PLUS, inflow_sides_of)
 from ..kernels.reference.flakes import OPEN_LIMIT
+from ..kernels.reference.pressure import SCALAR_SLOTS
 from .errors import SnowInputError
 from .settings import SOR5_RELAXATION
 
@@ -31,6 +34,10 @@ COARSEN_MIN_CELLS = 4
 COARSE_VCYCLE_CELLS = 4096
 #: Warm start of the "mgpcg" solve: 2 p_n - p_(n-1) (True) or p_n (False).
 EXTRAPOLATE_PRESSURE = True
+#: Solves whose CG counts set how many iterations the GPU queues before its first read (the
+#: fewest of them: on profile-2013 (mostly 3, some 4-6) the latest count alone queued 0.125
+#: iterations per step too many, a V-cycle each; the fewest of 8, 0.005, with 1.3 reads).
+READ_AHEAD_HISTORY = 8
 
 F32 = np.float32
 
@@ -268,6 +275,10 @@ class WindSolver:
         self._coefficients_for = None  # outflow sides the coefficients were built for
         self._scalars = xp.zeros(self._pressure.SCALAR_SLOTS, np.float64)  # CG dot products
         self._graphs = {}  # recorded launch sequences of the solve (see _replay)
+        # CG iterations of the latest solves of each kind: the fewest is how many the next
+        # one queues before its first read of the scalars (_solve_mgpcg)
+        self._solved = {kind: collections.deque(maxlen=READ_AHEAD_HISTORY)
+                        for kind in ("step", "obstacles")}
 
     # --- sizes -------------------------------------------------------------------------
     @staticmethod
@@ -287,7 +298,7 @@ class WindSolver:
         # pressure, rhs, divergence, 4 CG vectors; solid and open blocks plus the CG
         # scalars (float64); the highest surface per column
         buffers = 3 if settings.advection == "maccormack" else 2
-        return (total + 4 * buffers * faces + 4 * 8 * cells + 2 * cells + 8 * 8
+        return (total + 4 * buffers * faces + 4 * 8 * cells + 2 * cells + 8 * SCALAR_SLOTS
                 + 4 * grid.nx * grid.ny)
 
     # --- inputs ------------------------------------------------------------------------
@@ -350,7 +361,7 @@ class WindSolver:
         kept = self._divergence  # scratch until the next step's final divergence
         kept[...] = self.pressure
         self.pressure.fill(0)
-        result = self._solve_mgpcg()
+        result = self._solve_mgpcg("obstacles")
         cx, cy, cz = self.levels[0].coef
         self._wind.project(self.u, self.v, self.w, self.pressure, cx, cy, cz, dt / h)
         self.pressure[...] = kept
@@ -422,7 +433,7 @@ class WindSolver:
         self._coefficients_for = outflow
 
     # --- pressure ----------------------------------------------------------------------
-    def _replay(self, name: str, function) -> None:
+    def _replay(self, name, function) -> None:
         """Run ``function``. It launches the same kernels on the same buffers every time, so
         after a first plain run it is recorded once (pressure.capture: a CUDA graph on the
         GPU, the function itself elsewhere) and replayed: one launch instead of dozens."""
@@ -463,12 +474,14 @@ class WindSolver:
         kp.prolong_scaled_add(coarse.solution, level.transfer_scale, fx, fy, fz, level.solution)
         kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 1, SMOOTHING_PAIRS)
 
-    def _cg_advance(self) -> None:
-        """q = A d; alpha = rz / (d.q); x += alpha d; r -= alpha q; rr = r.r (on the device)."""
+    def _cg_advance(self, tolerance: float, limit: int) -> None:
+        """q = A d; alpha = rz / (d.q); x += alpha d; r -= alpha q; rr = r.r; then the
+        convergence check (on the device; once the solve is done, x and r stay as they are)."""
         kp = self._pressure
         # each dot product fused into the pass that writes its operand (GPU: one pass less)
         kp.apply_operator_dot(self._d, *self.levels[0].coef, self._q, self._scalars, kp.DQ)
-        kp.cg_update_norm(self.pressure, self._r, self._d, self._q, self._scalars)
+        kp.cg_update_check(self.pressure, self._r, self._d, self._q, self._scalars,
+                           tolerance, limit)
 
     def _cg_direction(self) -> None:
         """z = V(r); beta = (r.z)_new / (r.z); d = z + beta d (on the device)."""
@@ -478,37 +491,49 @@ class WindSolver:
         kp.cg_direction(self._d, self._z, self._scalars)
 
     def _cg_start(self) -> None:
-        """r = b - A p; bb = b.b; z = V(r); rz = r.z; d = z (on the device)."""
+        """r = b - A p; bb = b.b; z = V(r); rz = r.z; d = z; a new solve's count (on the
+        device)."""
         kp = self._pressure
         s, x, b, r = self._scalars, self.pressure, self._rhs, self._r
+        kp.cg_begin(s)
         kp.residual_norm(x, b, *self.levels[0].coef, r, s, kp.BB)
         self._vcycle()
         kp.dot(r, self._z, s, kp.RZ)
         self._d[...] = self._z
 
-    def _solve_mgpcg(self):
+    def _solve_mgpcg(self, kind: str = "step"):
         """CG on A p = rhs preconditioned by one V-cycle, started from the pressure (the
-        step extrapolates it first). At least one iteration, and one host read per
-        iteration (the scalars, for the convergence check): no read before the first,
-        whose result would almost never stop the solve. Returns (iterations, relative
-        residual, converged)."""
+        step extrapolates it first), to the relative tolerance. The convergence check runs
+        on the device after every iteration (cg_update_check), so the iterations are the
+        same however many are queued before the host reads the scalars. The GPU (each read
+        a synchronisation) queues the fewest iterations of the latest READ_AHEAD_HISTORY
+        solves of this ``kind`` ("step" or "obstacles") and reads once, then one at a time;
+        the other backends read after each. Returns (iterations, relative residual,
+        converged)."""
         kp = self._pressure
         tolerance = float(self.settings.pressure_tolerance)
-        limit = self.settings.pressure_max_iterations
+        limit = int(self.settings.pressure_max_iterations)
+        solved = self._solved[kind]
         self._replay("start", self._cg_start)
-        iterations = 0
+        advance = ("advance", tolerance, limit)
+        queued = 0
+        ahead = max(1, min(min(solved, default=1), limit)) if kp.READ_AHEAD else 1
         while True:
-            self._replay("advance", self._cg_advance)
-            iterations += 1
+            for _ in range(ahead):
+                if queued:
+                    self._replay("direction", self._cg_direction)
+                self._replay(advance, lambda: self._cg_advance(tolerance, limit))
+                queued += 1
             host = self.backend.to_host(self._scalars)
-            b_norm2 = float(host[kp.BB])
-            if b_norm2 == 0.0:  # no divergence: the pressure is 0
-                self.pressure.fill(0)
-                return 0, 0.0, True
-            relative = math.sqrt(max(float(host[kp.RR]), 0.0) / b_norm2)
-            if relative <= tolerance or iterations >= limit:
+            if host[kp.DONE] != 0 or queued >= limit:
                 break
-            self._replay("direction", self._cg_direction)
+            ahead = 1
+        iterations = int(host[kp.ITERATIONS])
+        solved.append(max(iterations, 1))
+        if float(host[kp.BB]) == 0.0:  # no divergence: the pressure is 0
+            self.pressure.fill(0)
+            return 0, 0.0, True
+        relative = float(host[kp.RELATIVE])
         return iterations, relative, relative <= tolerance
 
     def _solve_sor5(self):

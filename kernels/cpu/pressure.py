@@ -9,7 +9,10 @@ from numba import prange
 from ..reference import pressure as _reference
 # One home for the solver's constants: the reference build defines them.
 from ..reference.pressure import (BB, COARSE_VCYCLE_CELLS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE,  # noqa: F401
-                                  DQ, RR, RZ, RZ_NEXT, SCALAR_SLOTS)
+                                  DONE, DQ, ITERATIONS, READ_AHEAD, RELATIVE, RR, RZ, RZ_NEXT,
+                                  SCALAR_SLOTS)
+# the solve's bookkeeping is a few scalar operations: the reference's own
+from ..reference.pressure import cg_begin, cg_check  # noqa: F401
 
 F32 = np.float32
 
@@ -444,8 +447,15 @@ def residual_norm(p, b, coef_x, coef_y, coef_z, out, scalars, slot):
 
 
 def cg_update_norm(x, r, d, q, scalars):
-    """cg_update, then scalars[RR] = r . r (the reference's composition, these kernels)."""
+    """cg_update, then scalars[RR] = r . r; nothing once scalars[DONE] is set (the
+    reference's composition, these kernels)."""
     _reference.cg_update_norm(x, r, d, q, scalars, kernels=sys.modules[__name__])
+
+
+def cg_update_check(x, r, d, q, scalars, tolerance, limit):
+    """cg_update_norm, then cg_check (the reference's composition, these kernels)."""
+    _reference.cg_update_check(x, r, d, q, scalars, tolerance, limit,
+                               kernels=sys.modules[__name__])
 
 
 def cg_update(x, r, d, q, scalars):

@@ -4,7 +4,7 @@ Each function is one kernel launch on the current stream."""
 import numpy as np
 
 from ..reference.pressure import (BB, COARSE_VCYCLE_CELLS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE,  # noqa: F401
-                                  DQ, RR, RZ, RZ_NEXT, SCALAR_SLOTS)
+                                  DONE, DQ, ITERATIONS, RELATIVE, RR, RZ, RZ_NEXT, SCALAR_SLOTS)
 from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
 
 SOURCE = r"""
@@ -12,6 +12,12 @@ SOURCE = r"""
 #define CX(k, j, i) cx[((long long)(k) * ny + (j)) * (nx + 1) + (i)]
 #define CY(k, j, i) cy[((long long)(k) * (ny + 1) + (j)) * nx + (i)]
 #define CZ(k, j, i) cz[((long long)(k) * ny + (j)) * nx + (i)]
+// slots of the CG scalar array (kernels.reference.pressure)
+#define SLOT_RR 2
+#define SLOT_BB 4
+#define SLOT_DONE 7
+#define SLOT_ITERATIONS 8
+#define SLOT_RELATIVE 9
 
 __device__ __forceinline__ float qget(const float* __restrict__ p, int k, int j, int i,
                                       int nx, int ny, int nz) {
@@ -753,6 +759,7 @@ extern "C" __global__ void cg_update_norm(float* __restrict__ x, float* __restri
                                           const float* __restrict__ d, const float* __restrict__ q,
                                           const double* __restrict__ scalars,
                                           double* __restrict__ partial, long long n) {
+    if (scalars[SLOT_DONE] != 0.0) return;  // the solve stopped: x and r stay (whole grid)
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     double v = 0.0;
     if (t < n) {
@@ -766,9 +773,8 @@ extern "C" __global__ void cg_update_norm(float* __restrict__ x, float* __restri
     block_sum_to(v, partial, blockIdx.x);
 }
 
-// scalars[slot] = the sum of count partials (1024 threads: strided sums, then a tree)
-extern "C" __global__ void partial_final(const double* __restrict__ partial, long long count,
-                                         double* __restrict__ scalars, int slot) {
+// the sum of count partials in thread 0 (1024 threads: strided sums, then a tree)
+__device__ __forceinline__ double partial_total(const double* __restrict__ partial, long long count) {
     __shared__ double cache[1024];
     double acc = 0.0;
     for (long long t = threadIdx.x; t < count; t += 1024) acc += partial[t];
@@ -778,7 +784,50 @@ extern "C" __global__ void partial_final(const double* __restrict__ partial, lon
         if (threadIdx.x < s) cache[threadIdx.x] += cache[threadIdx.x + s];
         __syncthreads();
     }
-    if (threadIdx.x == 0) scalars[slot] = cache[0];
+    return cache[0];
+}
+
+// scalars[slot] = the sum of count partials
+extern "C" __global__ void partial_final(const double* __restrict__ partial, long long count,
+                                         double* __restrict__ scalars, int slot) {
+    const double total = partial_total(partial, count);
+    if (threadIdx.x == 0) scalars[slot] = total;
+}
+
+// ---- the solve's convergence check on the device (kernels.reference.pressure.cg_check) ----
+
+// count the iteration; relative = sqrt(max(rr, 0) / bb) (IEEE double division and square
+// root: the bits of the reference's math.sqrt), 0 when bb == 0; DONE when converged, at the
+// limit or bb == 0. The caller checks that DONE is not set yet.
+__device__ __forceinline__ void cg_check_at(double* __restrict__ s, double tolerance, double limit) {
+    const double count = s[SLOT_ITERATIONS] + 1.0;
+    s[SLOT_ITERATIONS] = count;
+    const double bb = s[SLOT_BB], rr = s[SLOT_RR];
+    const double relative = bb == 0.0 ? 0.0 : sqrt((0.0 > rr ? 0.0 : rr) / bb);
+    s[SLOT_RELATIVE] = relative;
+    if (bb == 0.0 || relative <= tolerance || count >= limit) s[SLOT_DONE] = 1.0;
+}
+
+extern "C" __global__ void cg_begin(double* __restrict__ scalars) {
+    scalars[SLOT_DONE] = 0.0;
+    scalars[SLOT_ITERATIONS] = 0.0;
+}
+
+extern "C" __global__ void cg_check(double* __restrict__ scalars, double tolerance, double limit) {
+    if (scalars[SLOT_DONE] == 0.0) cg_check_at(scalars, tolerance, limit);
+}
+
+// after cg_update_norm's pass: rr = the sum of its partials, then (check != 0) cg_check;
+// nothing once the solve is DONE (the pass skipped and left stale partials)
+extern "C" __global__ void cg_norm_final(const double* __restrict__ partial, long long count,
+                                         double* __restrict__ scalars, int check,
+                                         double tolerance, double limit) {
+    if (scalars[SLOT_DONE] != 0.0) return;  // the same value for every thread
+    const double rr = partial_total(partial, count);
+    if (threadIdx.x == 0) {
+        scalars[SLOT_RR] = rr;
+        if (check) cg_check_at(scalars, tolerance, limit);
+    }
 }
 
 // deterministic float64 dot product: fixed grid of DOT_BLOCKS x 256, then one block
@@ -1195,14 +1244,40 @@ def residual_norm(p, b, coef_x, coef_y, coef_z, out, scalars, slot):
     _kernel("partial_final")((1,), (1024,), (partial, np.int64(count), scalars, _i(slot)))
 
 
-def cg_update_norm(x, r, d, q, scalars):
-    """cg_update, then scalars[RR] = r . r of the updated r (float64, deterministic). Two
-    launches."""
+def _update_norm(x, r, d, q, scalars, check, tolerance, limit):
     grid = _blocks(x.size)
     count = int(grid[0])
     partial = _partial_buffer(count)
     _kernel("cg_update_norm")(grid, (_BLOCK,), (x, r, d, q, scalars, partial, np.int64(x.size)))
-    _kernel("partial_final")((1,), (1024,), (partial, np.int64(count), scalars, _i(RR)))
+    _kernel("cg_norm_final")((1,), (1024,), (partial, np.int64(count), scalars, _i(check),
+                                             np.float64(tolerance), np.float64(limit)))
+
+
+def cg_update_norm(x, r, d, q, scalars):
+    """cg_update, then scalars[RR] = r . r of the updated r (float64, deterministic);
+    nothing once scalars[DONE] is set. Two launches."""
+    _update_norm(x, r, d, q, scalars, 0, 0.0, 0.0)
+
+
+def cg_update_check(x, r, d, q, scalars, tolerance, limit):
+    """cg_update_norm, then cg_check (two launches: the check runs in the sum's block)."""
+    _update_norm(x, r, d, q, scalars, 1, tolerance, limit)
+
+
+def cg_begin(scalars):
+    """A new solve: DONE = 0, ITERATIONS = 0 (one thread)."""
+    _kernel("cg_begin")((1,), (1,), (scalars,))
+
+
+def cg_check(scalars, tolerance, limit):
+    """After a CG iteration, unless DONE: count it, RELATIVE = its relative residual, DONE
+    when converged, at ``limit`` or b = 0 (one thread; see the reference)."""
+    _kernel("cg_check")((1,), (1,), (scalars, np.float64(tolerance), np.float64(limit)))
+
+
+#: The solver queues several CG iterations before reading the scalars (each read syncs).
+READ_AHEAD = True
+assert (RR, BB, DONE, ITERATIONS, RELATIVE) == (2, 4, 7, 8, 9)  # the SLOT_ defines above
 
 
 def cg_update(x, r, d, q, scalars):

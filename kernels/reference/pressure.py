@@ -11,6 +11,7 @@ is trilinear (weights 3/4 to the parent, 1/4 to the parent's neighbour on the ch
 side, clamped at the ends), restriction is its exact transpose, so the V-cycle is a
 symmetric preconditioner.
 """
+import math
 import sys
 
 import numpy as np
@@ -293,7 +294,15 @@ COARSE_VCYCLE_CELLS = 4096
 RZ, DQ, RR, RZ_NEXT, BB = 0, 1, 2, 3, 4
 #: slots the wind step's diagnostics use: max |rhs| before the solve, max |div u| after
 DIVERGENCE_BEFORE, DIVERGENCE_AFTER = 5, 6
-SCALAR_SLOTS = 8
+#: the solve's state on the device (cg_begin, cg_check): DONE (1 once it stopped: the
+#: iterations queued after that change nothing), the iterations counted and the relative
+#: residual of the last one counted
+DONE, ITERATIONS, RELATIVE = 7, 8, 9
+SCALAR_SLOTS = 10
+#: Whether wind.WindSolver queues several CG iterations before its read of the scalars
+#: (the GPU build: each read is a synchronisation). The results are the same either way
+#: (cg_check), so on the CPU, where a read costs nothing, it queues one at a time.
+READ_AHEAD = False
 
 
 def dot(a, b, scalars, slot):
@@ -330,10 +339,51 @@ def residual_norm(p, b, coef_x, coef_y, coef_z, out, scalars, slot, kernels=None
 
 
 def cg_update_norm(x, r, d, q, scalars, kernels=None):
-    """cg_update, then scalars[RR] = r . r (float64). The GPU build fuses the two."""
+    """cg_update, then scalars[RR] = r . r (float64); nothing once scalars[DONE] is set.
+    The GPU build fuses the two."""
+    if scalars[DONE] != 0:
+        return
     k = kernels or sys.modules[__name__]
     k.cg_update(x, r, d, q, scalars)
     k.dot(r, r, scalars, RR)
+
+
+def cg_begin(scalars):
+    """A new solve: DONE = 0, ITERATIONS = 0."""
+    scalars[DONE] = 0.0
+    scalars[ITERATIONS] = 0.0
+
+
+def relative_residual(r_norm2, b_norm2):
+    """sqrt(r.r / b.b) (float64; r.r < 0 counts as 0, NaN stays NaN), 0 when b.b == 0: the
+    value the CUDA build's cg_check computes, bit for bit (IEEE division and square root)."""
+    if b_norm2 == 0.0:
+        return 0.0
+    return math.sqrt((0.0 if 0.0 > r_norm2 else r_norm2) / b_norm2)
+
+
+def cg_check(scalars, tolerance, limit):
+    """After a CG iteration (cg_update_norm), unless the solve is DONE: count it, store its
+    relative residual ||r|| / ||b|| in RELATIVE, and set DONE when that is <= tolerance,
+    the count reached ``limit`` or b = 0. Queued iterations after DONE leave the solution
+    alone (cg_update_norm skips), so the host may queue several before reading once."""
+    if scalars[DONE] != 0:
+        return
+    count = scalars[ITERATIONS] + 1.0
+    scalars[ITERATIONS] = count
+    b_norm2 = float(scalars[BB])
+    relative = relative_residual(float(scalars[RR]), b_norm2)
+    scalars[RELATIVE] = relative
+    if b_norm2 == 0.0 or relative <= tolerance or count >= limit:
+        scalars[DONE] = 1.0
+
+
+def cg_update_check(x, r, d, q, scalars, tolerance, limit, kernels=None):
+    """cg_update_norm, then cg_check: one CG iteration's update and its convergence check.
+    The GPU build does it in two launches."""
+    k = kernels or sys.modules[__name__]
+    k.cg_update_norm(x, r, d, q, scalars)
+    k.cg_check(scalars, tolerance, limit)
 
 
 def cg_update(x, r, d, q, scalars):

@@ -173,7 +173,8 @@ def test_cg_vector_kernels_match_reference():
     cpu.dot(a, b, s_cpu, cpu.DQ)
     assert s_cpu[cpu.DQ] == pytest.approx(float(np.dot(a.ravel().astype(np.float64), b.ravel())), rel=1e-12)
     assert s_cpu[cpu.DQ] == pytest.approx(s_ref[ref.DQ], rel=1e-12)
-    scalars = np.array([2.0, 3.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0])
+    scalars = np.zeros(ref.SCALAR_SLOTS)
+    scalars[:4] = (2.0, 3.0, 0.0, 5.0)
     e = [x.copy() for x in (a, b, c, d)]
     o = [x.copy() for x in (a, b, c, d)]
     ref.cg_update(*e, scalars.copy())
@@ -364,6 +365,68 @@ def test_mgpcg_iterations_on_terrain_do_not_grow_with_the_grid():
     assert counts[1] <= counts[0] <= 7
 
 
+def _check_cases():
+    """(rr, bb, iterations so far, limit) covering converged, not converged, the limit,
+    b = 0, r.r < 0 (clamped) and NaN."""
+    return [(1e-9, 1.0, 0, 50), (2.5e-7, 3.0, 2, 50), (4.0, 9.0, 3, 4), (0.0, 0.0, 0, 50),
+            (-1e-30, 2.0, 1, 50), (float("nan"), 1.0, 0, 50), (1e-8, 1e-4, 5, 50)]
+
+
+def test_cg_check_is_the_host_check_and_stops_the_updates():
+    """cg_check gives the relative residual the host computed (sqrt(max(rr, 0) / bb)) and
+    DONE when converged (tolerance 1e-4), at the limit or for b = 0; once DONE, neither
+    cg_check nor cg_update_norm / cg_update_check change anything."""
+    import math
+    for kernels in (ref, cpu):
+        for rr, bb, count, limit in _check_cases():
+            s = np.zeros(kernels.SCALAR_SLOTS)
+            kernels.cg_begin(s)
+            s[kernels.RR], s[kernels.BB], s[kernels.ITERATIONS] = rr, bb, count
+            kernels.cg_check(s, 1e-4, limit)
+            host = math.sqrt(max(rr, 0.0) / bb) if bb != 0.0 else 0.0
+            assert s[kernels.ITERATIONS] == count + 1
+            assert (s[kernels.RELATIVE] == host) or (math.isnan(host) and math.isnan(s[kernels.RELATIVE]))
+            assert bool(s[kernels.DONE]) == (bb == 0.0 or host <= 1e-4 or count + 1 >= limit)
+    rng = np.random.default_rng(3)
+    x, r, d, q = (rng.standard_normal((4, 5, 6)).astype(np.float32) for _ in range(4))
+    s = np.array([2.0, 3.0, 7.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    s[cpu.DONE] = 1.0
+    before = [a.copy() for a in (x, r)], s.copy()
+    cpu.cg_update_check(x, r, d, q, s, 1e-4, 50)
+    ref.cg_update_norm(x, r, d, q, s)
+    np.testing.assert_array_equal(x, before[0][0])
+    np.testing.assert_array_equal(r, before[0][1])
+    np.testing.assert_array_equal(s, before[1])
+
+
+@pytest.mark.parametrize("limit", [100, 4])
+def test_mgpcg_read_ahead_gives_the_same_solve(monkeypatch, limit):
+    """Queuing several CG iterations before the host reads the scalars (the GPU's read
+    ahead, here forced on the CPU) gives the same pressure bits, count and residual as
+    reading after each, also when more are queued than the solve needs or than the limit."""
+    solver = _terrain_solver(16, 8)
+    solver.settings.pressure_max_iterations = limit
+    rng = np.random.default_rng(9)
+    fluid = solver.solid == 0
+    solver._rhs[...] = np.where(fluid, rng.standard_normal(fluid.shape), 0).astype(np.float32)
+    monkeypatch.setattr(cpu, "READ_AHEAD", False)
+    solver.pressure.fill(0)
+    expected = solver._solve_mgpcg()
+    expected_p = solver.pressure.copy()
+    assert expected[0] == min(limit, expected[0]) and expected[0] > 2
+    monkeypatch.setattr(cpu, "READ_AHEAD", True)
+    for ahead in (1, 2, expected[0], expected[0] + 3, 200):
+        solver._solved["step"].clear()
+        solver._solved["step"].append(ahead)  # queued before the first read
+        solver.pressure.fill(0)
+        assert solver._solve_mgpcg() == expected
+        np.testing.assert_array_equal(solver.pressure, expected_p)
+    solver._rhs.fill(0)  # b = 0: no iterations, pressure 0
+    solver._solved["step"].append(3)
+    assert solver._solve_mgpcg() == (0, 0.0, True)
+    assert not solver.pressure.any()
+
+
 def test_fused_cg_and_from_zero_kernels_are_their_compositions():
     """The wind solver calls redblack_pairs_from_zero, apply_operator_dot, residual_norm
     and cg_update_norm; on the CPU they are fill/sweeps and kernel + dot."""
@@ -436,3 +499,45 @@ def test_cuda_fused_cg_and_from_zero_kernels_match_reference(gpu_backend, shape,
     assert float(ds[gp.RR]) == pytest.approx(float(np.dot(er.ravel().astype(np.float64), er.ravel())),
                                              rel=1e-10)
     assert float(ds[gp.RZ]) == 2.0 and float(ds[gp.DQ]) == 3.0
+
+
+@pytest.mark.gpu
+def test_cuda_cg_check_matches_reference(gpu_backend):
+    """GPU cg_check / cg_update_check: the reference's count, relative residual (bit for
+    bit: IEEE double division and square root) and DONE; nothing changes once DONE."""
+    gp, xp = gpu_backend.kernel_module("pressure"), gpu_backend.xp
+    for rr, bb, count, limit in _check_cases():
+        host = np.zeros(ref.SCALAR_SLOTS)
+        host[ref.RR], host[ref.BB], host[ref.ITERATIONS], host[ref.DONE] = rr, bb, count, 1.0
+        dev = xp.asarray(host)
+        gp.cg_begin(dev)
+        ref.cg_begin(host)
+        dev[gp.ITERATIONS] = count
+        host[ref.ITERATIONS] = count
+        gp.cg_check(dev, 1e-4, limit)
+        ref.cg_check(host, 1e-4, limit)
+        np.testing.assert_array_equal(xp.asnumpy(dev), host)
+        again = xp.asnumpy(dev)
+        gp.cg_check(dev, 1e-4, limit)
+        if again[gp.DONE]:
+            np.testing.assert_array_equal(xp.asnumpy(dev), again)
+    rng = np.random.default_rng(12)
+    shape = (6, 40, 50)
+    x, r, d, q = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
+    for tolerance, done in ((1e-4, False), (1e3, True)):
+        host = np.zeros(ref.SCALAR_SLOTS)
+        host[:5] = (2.0, 3.0, 0.0, 5.0, 40.0)
+        ex, er = x.copy(), r.copy()
+        ref.cg_update_check(ex, er, d, q, host, tolerance, 50)
+        dev = xp.asarray(np.concatenate([host[:5], np.zeros(ref.SCALAR_SLOTS - 5)]))
+        dx, dr = xp.asarray(x), xp.asarray(r)
+        gp.cg_update_check(dx, dr, xp.asarray(d), xp.asarray(q), dev, tolerance, 50)
+        np.testing.assert_array_equal(xp.asnumpy(dx), ex)
+        np.testing.assert_array_equal(xp.asnumpy(dr), er)
+        got = xp.asnumpy(dev)
+        assert got[gp.RR] == pytest.approx(host[ref.RR], rel=1e-10)
+        assert got[gp.ITERATIONS] == 1.0 and bool(got[gp.DONE]) == done
+        if done:  # queued after DONE: x, r and the scalars stay
+            gp.cg_update_check(dx, dr, xp.asarray(d), xp.asarray(q), dev, tolerance, 50)
+            np.testing.assert_array_equal(xp.asnumpy(dx), ex)
+            np.testing.assert_array_equal(xp.asnumpy(dev), got)

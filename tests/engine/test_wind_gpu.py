@@ -391,6 +391,28 @@ def test_gpu_solver_matches_cpu_solver(gpu_backend, solver_name):
                                atol=2e-3 * float(np.abs(p_cpu).max()))
 
 
+def test_gpu_read_ahead_gives_the_same_steps(gpu_backend, monkeypatch):
+    """The GPU queues the previous solve's CG count before its first read of the scalars
+    (the check on the device stops the updates once converged): the same steps bit for
+    bit as reading after every iteration, also when it queues more than a step needs."""
+    gp = gpu_backend.kernel_module("pressure")
+    dt = 1.0 / 24.0
+    runs = {}
+    for ahead in (False, True):
+        monkeypatch.setattr(gp, "READ_AHEAD", ahead)
+        solver = _box("gpu")
+        infos = []
+        for step in range(6):
+            if ahead and step == 3:  # queue more than the step needs
+                solver._solved["step"].clear()
+                solver._solved["step"].append(9)
+            infos.append(solver.step(step * dt, dt))
+        runs[ahead] = infos, solver.state_dict()
+    assert runs[True][0] == runs[False][0]
+    for name, array in runs[True][1].items():
+        np.testing.assert_array_equal(array, runs[False][1][name])
+
+
 def test_gpu_state_round_trip_is_bit_exact(gpu_backend):
     dt = 1.0 / 24.0
     solver = _box("gpu")
