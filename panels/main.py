@@ -57,6 +57,7 @@ def draw_snowfall(layout, context):
     sub.prop(props, "drift_threshold")
     sub.prop(props, "drift_strength")
     sub.prop(props, "roughness_length")
+    sub.prop(props, "turbulence")
 
     col = layout.column(heading="Snow")
     col.prop(props, "flake_count")

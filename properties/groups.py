@@ -30,6 +30,7 @@ _DEFAULTS = SnowSettings()
 # they exist, see mapping.py); these stand-ins are the defaults until they do.
 _DRIFT_STRENGTH = getattr(_DEFAULTS, "drift_strength", 1.0)
 _ROUGHNESS_LENGTH = getattr(_DEFAULTS, "roughness_length", 5e-4)
+_TURBULENCE = getattr(_DEFAULTS, "turbulence", 1.0)
 
 
 def _is_mesh(_self, obj):
@@ -111,6 +112,10 @@ class SnowfallSettings(bpy.types.PropertyGroup):
         precision=5, subtype="DISTANCE", unit="LENGTH",
         description="Aerodynamic roughness z0 of the snow surface (log wind profile), "
                     "typically 0.0001 to 0.001 m")
+    turbulence: FloatProperty(
+        name="Turbulence", default=_TURBULENCE, min=0.0, max=100.0, soft_max=5.0,
+        description="Multiplier on the near-ground eddies that swirl the flakes and mix them "
+                    "into the lee of obstacles (0 = flakes follow the mean wind only)")
 
     # --- flakes ------------------------------------------------------------------------------
     flake_count: IntProperty(

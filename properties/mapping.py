@@ -111,6 +111,7 @@ def _drift_settings(props, scale: float) -> dict:
                             else None),
         "drift_strength": float(props.drift_strength),
         "roughness_length": props.roughness_length * scale,
+        "turbulence": float(props.turbulence),
     }
     return {name: value for name, value in values.items() if name in _ENGINE_FIELDS}
 

@@ -41,6 +41,15 @@ height is averaged: a narrow obstacle's wake closes sooner because air flows in 
 sides. 2 closes a cube's bubble 1.7 H behind it (Martinuzzi and Tropea 1993 measured
 1.6 H behind a wall-mounted cube); a long fence keeps its 12 H."""
 
+EDDY_TIME = 1.0
+"""s between the independent nodes of the turbulent air velocity a flake feels (linear in
+time between them, so flakes swirl smoothly): with node values of variance 2 K / EDDY_TIME
+the flakes spread with the surface layer's eddy diffusivity K = kappa u* z (the random
+displacement model's spread, Wilson and Sawford 1996, without a random jump per frame)."""
+MIXING_HEIGHT = 10.0
+"""m above the ground where K stops growing with height (the surface layer's top for the
+scenes' storms; above it the mixing length no longer grows as kappa z)."""
+
 MAX_BUBBLE_CELLS = 128
 """The upwind march of the bubble stops after this many wind cells (its cost)."""
 
@@ -100,6 +109,8 @@ class SnowDrift:
         self.ustar_per_speed = np.float32(ustar_per_speed(settings, grid.cell_size))
         self.threshold = np.float32(threshold(settings))
         self.flux_scale = np.float32(flux_scale(settings))
+        self.eddy_scale = np.float32(KARMAN * float(settings.turbulence))
+        self.eddy_steps = np.uint32(max(1, round(EDDY_TIME / float(settings.time_step))))
         self.heading = (1.0, 0.0)
 
     @staticmethod
@@ -128,13 +139,16 @@ class SnowDrift:
         self.heading = (math.cos(math.radians(heading)), math.sin(math.radians(heading)))
 
     def lift_arguments(self, step_index: int) -> dict:
-        """Keyword arguments of the flakes kernels' step for blowing snow (see
-        kernels.reference.flakes): landing flakes are lifted again where u* > u*_t."""
+        """Keyword arguments of the flakes kernels' step for blowing snow and the surface
+        layer's eddies (see kernels.reference.flakes): landing flakes are lifted again where
+        u* > u*_t, and every flake swirls with eddies that grow with u* and height."""
         return {"surface_x": self.wind_x, "surface_y": self.wind_y,
                 "ustar_per_speed": self.ustar_per_speed, "threshold": self.threshold,
                 "heading_x": np.float32(self.heading[0]), "heading_y": np.float32(self.heading[1]),
                 "lift_strength": np.float32(self.settings.drift_strength),
-                "step_index": np.uint32(step_index & 0xFFFFFFFF), "bubble_top": self.bubble_top}
+                "step_index": np.uint32(step_index & 0xFFFFFFFF), "bubble_top": self.bubble_top,
+                "eddy_scale": self.eddy_scale, "mixing_height": np.float32(MIXING_HEIGHT),
+                "eddy_steps": self.eddy_steps}
 
     def step(self, dt: float) -> None:
         """Move snow along the surface wind read by ``update_surface_wind`` for ``dt``

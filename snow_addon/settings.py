@@ -120,6 +120,10 @@ class SnowSettings:
     time-lapse; 0 = no drift)."""
     roughness_length: float = 5e-4
     """Aerodynamic roughness length z0 of the snow surface (m), 1e-4 to 1e-3 for snow."""
+    turbulence: float = 1.0
+    """Multiplier on the surface layer's eddy diffusivity K = kappa u* z that swirls the
+    flakes and mixes them into the lee of obstacles (1 = the log law's; 0 = the flakes
+    follow the resolved wind alone). Part of the drift: it needs drift_enabled."""
 
     # --- stepping --------------------------------------------------------------------
     time_step: float = 1.0 / 24.0
@@ -218,6 +222,7 @@ class SnowSettings:
         finite("drift_threshold", "None (by snow type) or 0.32", 0.0, 5.0, allow_none=True)
         finite("drift_strength", 1.0, 0.0, 1000.0)
         finite("roughness_length", 5e-4, 0.0, low_open=True)
+        finite("turbulence", 1.0, 0.0, 100.0)
         finite("time_step", 1.0 / 24.0, 0.0, 10.0, low_open=True)
         finite("gravity", GRAVITY, 0.0, low_open=True)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (0 <= self.seed < 2**32):

@@ -10,7 +10,8 @@ from .sampling import sample_bilinear, sample_wind
 
 # One home for the random streams and constants: the reference build defines them.
 from ..reference.flakes import (CONSTANT_COUNTER, OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT,
-                                SPAWN_MARGIN, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
+                                SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
+                                STREAM_EDDY_Z, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
                                 STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS,
                                 STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI)
 
@@ -69,9 +70,8 @@ def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
 
 
 @numba.njit(inline="always", cache=True)
-def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed, threshold,
-               heading_x, heading_y, strength):
-    """See kernels.reference.flakes.lift_share (one point)."""
+def column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed):
+    """See kernels.reference.flakes.column_wind (one point)."""
     ny, nx = surface_x.shape
     inv = np.float32(np.float32(1.0) / np.float32(cell_size))
     i = min(max(int(math.floor(np.float32(np.float32(x - np.float32(wx0)) * inv))), 0), nx - 1)
@@ -79,6 +79,53 @@ def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed,
     sx, sy = surface_x[j, i], surface_y[j, i]
     ustar = np.float32(np.float32(ustar_per_speed)
                        * np.float32(math.sqrt(np.float32(np.float32(sx * sx) + np.float32(sy * sy)))))
+    return sx, sy, ustar
+
+
+@numba.njit(inline="always", cache=True)
+def _eddy_component(seed, fid, node, after, stream, frac, sigma):
+    one, two = np.float32(1.0), np.float32(2.0)
+    a = np.float32(two * random_uniform(seed, fid, node, stream) - one)
+    b = np.float32(two * random_uniform(seed, fid, after, stream) - one)
+    mixed = np.float32(np.float32(np.float32(one - frac) * a) + np.float32(frac * b))
+    return np.float32(sigma * mixed)
+
+
+@numba.njit(inline="always", cache=True)
+def eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale, mixing_height, dt, ustar,
+                  above_ground, below_top):
+    """See kernels.reference.flakes.eddy_velocity (one flake)."""
+    steps = np.uint32(eddy_steps)
+    shifted = np.uint32(np.uint32(step_index) + np.uint32(np.uint32(fid) % steps))
+    node = np.uint32(shifted // steps)
+    after = np.uint32(node + np.uint32(1))
+    frac = np.float32(np.float32(shifted % steps) / np.float32(steps))
+    d = max(above_ground, np.float32(0.0))
+    lid = max(below_top, np.float32(0.0))
+    ground_wins = d <= mixing_height and d <= lid
+    lid_wins = (not ground_wins) and lid < mixing_height
+    mixing = d if ground_wins else (lid if lid_wins else mixing_height)
+    gradient = np.float32(eddy_scale * ustar)
+    half_gradient = np.float32(np.float32(0.5) * gradient)
+    diffusivity = np.float32(gradient * mixing)
+    period = np.float32(np.float32(steps) * dt)
+    sigma = np.float32(np.float32(math.sqrt(np.float32(np.float32(np.float32(2.0) * diffusivity)
+                                                       / period))) * SQRT3)
+    ex = _eddy_component(seed, fid, node, after, STREAM_EDDY_X, frac, sigma)
+    ey = _eddy_component(seed, fid, node, after, STREAM_EDDY_Y, frac, sigma)
+    ez = _eddy_component(seed, fid, node, after, STREAM_EDDY_Z, frac, sigma)
+    if ground_wins:
+        ez = np.float32(ez + half_gradient)
+    elif lid_wins:
+        ez = np.float32(ez - half_gradient)
+    return ex, ey, ez
+
+
+@numba.njit(inline="always", cache=True)
+def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed, threshold,
+               heading_x, heading_y, strength):
+    """See kernels.reference.flakes.lift_share (one point)."""
+    sx, sy, ustar = column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed)
     along = np.float32(np.float32(sx * np.float32(heading_x)) + np.float32(sy * np.float32(heading_y)))
     t = np.float32(threshold)
     if not (ustar > t and along > np.float32(0.0)):
@@ -95,13 +142,13 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
-                bubble_top=None):
+                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24):
     """See kernels.reference.flakes.step_flakes. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
     if surface_x is None:
         surface_x = surface_y = _NO_SURFACE
-        lift_strength = 0.0
+        lift_strength = eddy_scale = 0.0
     shelter = bubble_top is not None
     if not shelter:
         bubble_top = _NO_SURFACE
@@ -110,7 +157,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                  hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
                  surface_x, surface_y, np.float32(ustar_per_speed), np.float32(threshold),
                  np.float32(heading_x), np.float32(heading_y), np.float32(lift_strength),
-                 np.uint32(step_index), shelter, bubble_top)
+                 np.uint32(step_index), shelter, bubble_top, np.float32(eddy_scale),
+                 np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)))
 
 
 @numba.njit(parallel=True, cache=True)
@@ -118,7 +166,8 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                  u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
                  hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
                  surface_x, surface_y, ustar_per_speed, threshold, heading_x, heading_y,
-                 lift_strength, step_index, shelter, bubble_top):
+                 lift_strength, step_index, shelter, bubble_top, eddy_scale, mixing_height,
+                 eddy_steps):
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = np.float32(cell_size)
@@ -146,6 +195,16 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
             if shelter and z < sample_bilinear(bubble_top, bx, by, h, x, y):
                 wind_x = wind_y = wind_z = np.float32(0.0)
+            if eddy_scale > np.float32(0.0):
+                _sx, _sy, ustar = column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y,
+                                              ustar_per_speed)
+                above = np.float32(z - np.float32(sample_bilinear(height, hx0, hy0, spacing, x, y)
+                                                  + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y)))
+                ex, ey, ez = eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale,
+                                           mixing_height, dt, ustar, above, np.float32(top - z))
+                wind_x = np.float32(wind_x + ex)
+                wind_y = np.float32(wind_y + ey)
+                wind_z = np.float32(wind_z + ez)
             rx = np.float32(wind_x - vx)
             ry = np.float32(wind_y - vy)
             rz = np.float32(wind_z - vz)
@@ -167,6 +226,8 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             x = np.float32(x + np.float32(np.float32(half * np.float32(vx + nvx)) + circle_x) * dt)
             y = np.float32(y + np.float32(np.float32(half * np.float32(vy + nvy)) + circle_y) * dt)
             z = np.float32(z + np.float32(half * np.float32(vz + nvz)) * dt)
+            if eddy_scale > np.float32(0.0):
+                z = min(z, top)
             new_phase = np.float32(phase[n] + np.float32(omega * dt))
             new_phase = np.float32(new_phase - TWO_PI * np.float32(math.floor(new_phase / TWO_PI)))
             x = _wrap(x, x0, length_x)

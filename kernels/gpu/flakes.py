@@ -32,6 +32,7 @@ _SOURCE_TEMPLATE = r"""
 #define TWO_PI """ + _f(2.0 * np.pi) + r"""
 #define SPAWN_MARGIN 0.01f
 #define CONSTANT_COUNTER 0xFFFFFFFFu
+#define SQRT3 """ + _f(np.sqrt(3.0)) + r"""
 
 __device__ __forceinline__ void flake_constants(unsigned int seed, unsigned int fid, float vt_min,
         float vt_max, float spiral_radius, float &vt, float &radius, float &omega) {
@@ -41,20 +42,62 @@ __device__ __forceinline__ void flake_constants(unsigned int seed, unsigned int 
     if (random_uniform(seed, fid, CONSTANT_COUNTER, 3u) < 0.5f) omega = -omega;
 }
 
+// kernels.reference.flakes.column_wind at one point: the surface wind (sx, sy) and its u*
+__device__ __forceinline__ float3 column_wind(const float* __restrict__ surface_x,
+        const float* __restrict__ surface_y, int nx, int ny, float wx0, float wy0, float h,
+        float x, float y, float ustar_per_speed) {
+    float inv = 1.0f / h;
+    int i = min(max((int)floorf((x - wx0) * inv), 0), nx - 1);
+    int j = min(max((int)floorf((y - wy0) * inv), 0), ny - 1);
+    float sx = __ldg(surface_x + (long long)j * nx + i), sy = __ldg(surface_y + (long long)j * nx + i);
+    return make_float3(sx, sy, ustar_per_speed * sqrtf(sx * sx + sy * sy));
+}
+
 // kernels.reference.flakes.lift_share at one point
 __device__ __forceinline__ float lift_share(const float* __restrict__ surface_x,
         const float* __restrict__ surface_y, int nx, int ny, float wx0, float wy0, float h,
         float x, float y, float ustar_per_speed, float threshold, float heading_x,
         float heading_y, float strength) {
-    float inv = 1.0f / h;
-    int i = min(max((int)floorf((x - wx0) * inv), 0), nx - 1);
-    int j = min(max((int)floorf((y - wy0) * inv), 0), ny - 1);
-    float sx = __ldg(surface_x + (long long)j * nx + i), sy = __ldg(surface_y + (long long)j * nx + i);
-    float ustar = ustar_per_speed * sqrtf(sx * sx + sy * sy);
-    float along = sx * heading_x + sy * heading_y;
+    float3 surface = column_wind(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y, ustar_per_speed);
+    float ustar = surface.z;
+    float along = surface.x * heading_x + surface.y * heading_y;
     if (!(ustar > threshold && along > 0.0f)) return 0.0f;
     float square = ustar * ustar;
     return strength * ((square - threshold * threshold) / square);
+}
+
+__device__ __forceinline__ float eddy_component(unsigned int seed, unsigned int fid,
+        unsigned int node, unsigned int after, unsigned int stream, float frac, float sigma) {
+    float a = 2.0f * random_uniform(seed, fid, node, stream) - 1.0f;
+    float b = 2.0f * random_uniform(seed, fid, after, stream) - 1.0f;
+    return sigma * ((1.0f - frac) * a + frac * b);
+}
+
+// kernels.reference.flakes.eddy_velocity for one flake
+__device__ __forceinline__ float3 eddy_velocity(unsigned int seed, unsigned int fid,
+        unsigned int step_index, unsigned int steps, float eddy_scale, float mixing_height,
+        float dt, float ustar, float above_ground, float below_top) {
+    unsigned int shifted = step_index + fid % steps;
+    unsigned int node = shifted / steps;
+    unsigned int after = node + 1u;
+    float frac = (float)(shifted % steps) / (float)steps;
+    float d = fmaxf(above_ground, 0.0f);
+    float lid = fmaxf(below_top, 0.0f);
+    bool ground_wins = d <= mixing_height && d <= lid;
+    bool lid_wins = !ground_wins && lid < mixing_height;
+    float mixing = ground_wins ? d : (lid_wins ? lid : mixing_height);
+    float gradient = eddy_scale * ustar;
+    float half_gradient = 0.5f * gradient;
+    float diffusivity = gradient * mixing;
+    float period = (float)steps * dt;
+    float sigma = sqrtf(2.0f * diffusivity / period) * SQRT3;
+    float3 e;
+    e.x = eddy_component(seed, fid, node, after, 10u, frac, sigma);
+    e.y = eddy_component(seed, fid, node, after, 11u, frac, sigma);
+    e.z = eddy_component(seed, fid, node, after, 12u, frac, sigma);
+    if (ground_wins) e.z = e.z + half_gradient;
+    else if (lid_wins) e.z = e.z - half_gradient;
+    return e;
 }
 
 __device__ __forceinline__ float wrap_coordinate(float c, float origin, float length) {
@@ -108,7 +151,8 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         const float* __restrict__ surface_x, const float* __restrict__ surface_y,
         float ustar_per_speed, float threshold, float heading_x, float heading_y,
         float lift_strength, unsigned int step_index, int shelter,
-        const float* __restrict__ bubble_top, int count) {
+        const float* __restrict__ bubble_top, float eddy_scale, float mixing_height,
+        unsigned int eddy_steps, int count) {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= count) return;
     unsigned int fid = __ldg(flake_id + n);
@@ -122,6 +166,16 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     float bx = wx0 + 0.5f * h, by = wy0 + 0.5f * h;
     if (shelter && z < sample_bilinear(bubble_top, nx, ny, bx, by, h, x, y))
         wind = make_float3(0.0f, 0.0f, 0.0f);
+    if (eddy_scale > 0.0f) {
+        float ustar = column_wind(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
+                                  ustar_per_speed).z;
+        float above = z - (sample_bilinear(height, hnx, hny, hx0, hy0, spacing, x, y)
+                           + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y));
+        float top = wz0 + (float)nz * h;
+        float3 e = eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale, mixing_height,
+                                 dt, ustar, above, top - z);
+        wind.x = wind.x + e.x; wind.y = wind.y + e.y; wind.z = wind.z + e.z;
+    }
     float rx = wind.x - vx, ry = wind.y - vy, rz = wind.z - vz;
     float k = g * sqrtf(rx * rx + ry * ry + rz * rz) / (vt * vt);
     float denominator = 1.0f + k * dt;
@@ -139,6 +193,7 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     x = x + (0.5f * (vx + nvx) + circle_x) * dt;
     y = y + (0.5f * (vy + nvy) + circle_y) * dt;
     z = z + 0.5f * (vz + nvz) * dt;
+    if (eddy_scale > 0.0f) z = fminf(z, wz0 + (float)nz * h);
     float new_phase = th + omega * dt;
     new_phase = new_phase - TWO_PI * floorf(new_phase / TWO_PI);
     float length_x = (float)nx * h, length_y = (float)ny * h;
@@ -261,11 +316,11 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
-                bubble_top=None):
+                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24):
     """See kernels.reference.flakes.step_flakes (one fused kernel)."""
     if surface_x is None:
-        surface_x = surface_y = u          # never read: lift_strength is 0
-        lift_strength = 0.0
+        surface_x = surface_y = u          # never read: lift_strength and eddy_scale are 0
+        lift_strength = eddy_scale = 0.0
     shelter = bubble_top is not None
     if not shelter:
         bubble_top = height  # never read: shelter is 0
@@ -277,7 +332,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                np.float32(spiral_radius), np.float32(gravity), np.float32(dt),
                surface_x, surface_y, np.float32(ustar_per_speed), np.float32(threshold),
                np.float32(heading_x), np.float32(heading_y), np.float32(lift_strength),
-               np.uint32(step_index), np.int32(shelter), bubble_top))
+               np.uint32(step_index), np.int32(shelter), bubble_top, np.float32(eddy_scale),
+               np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1))))
 
 
 def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):

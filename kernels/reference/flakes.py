@@ -13,6 +13,8 @@ Random streams (``random_uniform(seed, flake_id, counter, stream)``):
   point, stream 7 initial spiral phase (initialisation only).
 * counter = the simulation's step index: stream 8 whether a landing flake is lifted again,
   stream 9 the height it is lifted to (a flake lands at most once per step).
+* counter = an eddy node, (step index + flake id mod eddy_steps) // eddy_steps: streams 10,
+  11, 12 the turbulent air velocity along x, y, z at that node (see below).
 
 Blowing snow: a flake that lands where the surface wind's friction velocity u* exceeds the
 threshold u*_t (and blows along the storm's heading, not in a lee eddy) is lifted again
@@ -20,6 +22,19 @@ with probability ``strength * (1 - u*_t^2 / u*^2)`` (the share of the surface st
 the threshold) instead of settling: it restarts at a uniform height within one wind cell
 above the ground with the local wind's velocity and does not count as a hit. Snow that
 falls on scoured ground thus travels on with the wind until it lands in shelter.
+
+Turbulence: with ``eddy_scale`` (von Karman's constant) > 0 each flake feels, on top of the
+resolved wind, a random air velocity that is linear in time between independent nodes
+``eddy_steps`` steps apart (a smooth path, no state): uniform node values of variance
+sigma^2 = 2 K / T (T = eddy_steps dt) give the eddy diffusivity K = kappa u* l of the
+surface layer, u* that of the wind column's surface wind and the mixing length l the
+least of the height above the ground, ``mixing_height`` and the depth below the wind
+grid's top (a lid). A mean velocity dK/dz / 2 (up near the ground, down under the lid)
+keeps a well-mixed cloud well mixed: the other half of the random displacement model's
+drift dK/dz comes from the eddies' own memory (their velocity is smooth, not white).
+Sheltered air (the bubble) keeps its eddies: flakes that cross above an obstacle are
+mixed down into its lee, as in a real wake. With eddies a flake never rises above the
+grid's top.
 """
 import numpy as np
 
@@ -30,6 +45,9 @@ CONSTANT_COUNTER = 0xFFFFFFFF
 STREAM_TERMINAL_SPEED, STREAM_RADIUS, STREAM_OMEGA, STREAM_OMEGA_SIGN = 0, 1, 2, 3
 STREAM_X, STREAM_Y, STREAM_Z, STREAM_PHASE = 4, 5, 6, 7
 STREAM_LIFT, STREAM_LIFT_HEIGHT = 8, 9
+STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z = 10, 11, 12
+#: sqrt(3): a uniform draw on [-sqrt(3), sqrt(3)] has unit variance.
+SQRT3 = np.float32(np.sqrt(3.0))
 OMEGA_MIN = np.float32(np.pi / 4.0)
 OMEGA_MAX = np.float32(np.pi / 3.0)
 TWO_PI = np.float32(2.0 * np.pi)
@@ -90,18 +108,60 @@ def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
     respawn_count[:] = 0
 
 
-def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed, threshold,
-               heading_x, heading_y, strength):
-    """Probability (float32) that snow landing at (x, y) is lifted again: strength *
-    (1 - u*_t^2 / u*^2) where u* = ustar_per_speed * |surface wind of the wind column
-    holding (x, y)| exceeds ``threshold`` and that wind blows along the heading; else 0.
-    ``surface_x``, ``surface_y`` (ny_w, nx_w) m/s as kernels.reference.drift.surface_wind."""
+def column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed):
+    """(sx, sy, u*) float32: the surface wind (m/s) of the wind column holding (x, y)
+    (clamped to the grid) and its friction velocity ustar_per_speed * |(sx, sy)|."""
     ny, nx = surface_x.shape
     inv = f32(1.0) / f32(cell_size)
     i = np.clip(np.floor((x - f32(wx0)) * inv), 0, nx - 1).astype(np.int64)
     j = np.clip(np.floor((y - f32(wy0)) * inv), 0, ny - 1).astype(np.int64)
     sx, sy = surface_x[j, i], surface_y[j, i]
     ustar = (f32(ustar_per_speed) * np.sqrt((sx * sx + sy * sy).astype(np.float32))).astype(np.float32)
+    return sx, sy, ustar
+
+
+def eddy_velocity(seed, flake_id, step_index, eddy_steps, eddy_scale, mixing_height, dt,
+                  ustar, above_ground, below_top):
+    """(ex, ey, ez) float32 m/s: the turbulent air velocity a flake feels in step
+    ``step_index`` (module docstring), ez including the mean velocity dK/dz / 2. ``ustar``
+    (m/s), ``above_ground`` and ``below_top`` (m, to the wind grid's top) at the flake's
+    position before the step."""
+    steps = np.uint32(eddy_steps)
+    shifted = (np.uint32(step_index) + flake_id.astype(np.uint32) % steps).astype(np.uint32)
+    node = (shifted // steps).astype(np.uint32)
+    after = (node + np.uint32(1)).astype(np.uint32)
+    frac = ((shifted % steps).astype(np.float32) / f32(steps)).astype(np.float32)
+    one, two = f32(1.0), f32(2.0)
+    d = np.maximum(above_ground, f32(0.0)).astype(np.float32)
+    lid = np.maximum(below_top, f32(0.0)).astype(np.float32)
+    ground_wins = (d <= f32(mixing_height)) & (d <= lid)
+    lid_wins = ~ground_wins & (lid < f32(mixing_height))
+    mixing = np.where(ground_wins, d, np.where(lid_wins, lid, f32(mixing_height))).astype(np.float32)
+    gradient = (f32(eddy_scale) * ustar).astype(np.float32)            # |dK/dz| = kappa u*
+    diffusivity = (gradient * mixing).astype(np.float32)
+    half_gradient = (f32(0.5) * gradient).astype(np.float32)
+    period = (f32(steps) * f32(dt)).astype(np.float32)
+    sigma = (np.sqrt(((two * diffusivity).astype(np.float32) / period).astype(np.float32))
+             * SQRT3).astype(np.float32)
+    out = []
+    for stream in (STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z):
+        a = (two * random_uniform(seed, flake_id, node, stream) - one).astype(np.float32)
+        b = (two * random_uniform(seed, flake_id, after, stream) - one).astype(np.float32)
+        mixed = ((one - frac) * a + frac * b).astype(np.float32)
+        out.append((sigma * mixed).astype(np.float32))
+    out[2] = np.where(ground_wins, (out[2] + half_gradient).astype(np.float32),
+                      np.where(lid_wins, (out[2] - half_gradient).astype(np.float32),
+                               out[2])).astype(np.float32)
+    return tuple(out)
+
+
+def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed, threshold,
+               heading_x, heading_y, strength):
+    """Probability (float32) that snow landing at (x, y) is lifted again: strength *
+    (1 - u*_t^2 / u*^2) where u* = ustar_per_speed * |surface wind of the wind column
+    holding (x, y)| exceeds ``threshold`` and that wind blows along the heading; else 0.
+    ``surface_x``, ``surface_y`` (ny_w, nx_w) m/s as kernels.reference.drift.surface_wind."""
+    sx, sy, ustar = column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed)
     along = (sx * f32(heading_x) + sy * f32(heading_y)).astype(np.float32)
     t = f32(threshold)
     moving = (ustar > t) & (along > f32(0.0))
@@ -115,7 +175,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
-                bubble_top=None):
+                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
     ``hit_counts[ny, nx]`` at the nearest node, then respawn), respawn below the grid.
@@ -123,7 +183,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     see the module docstring and ``lift_share``); ``step_index`` seeds that draw. With
     ``bubble_top`` (wind columns, m, from kernels.reference.drift.separation_bubble) a
     flake below the bubble's top feels still air, and none is lifted where the ground lies
-    below it."""
+    below it. With ``eddy_scale`` > 0 (and the surface wind) the flakes feel the surface
+    layer's eddies (``eddy_velocity``; ``mixing_height`` m, ``eddy_steps`` per node)."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = f32(cell_size)
@@ -138,6 +199,16 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
         moving_air = z >= _bubble_top(bubble_top, wx0, wy0, cell_size, x, y)
         wind_x, wind_y, wind_z = (np.where(moving_air, c, f32(0.0)).astype(np.float32)
                                   for c in (wind_x, wind_y, wind_z))
+    if f32(eddy_scale) > f32(0.0):
+        _sx, _sy, ustar = column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y,
+                                      ustar_per_speed)
+        above = (z - _ground(height, snow_depth, hx0, hy0, spacing, x, y)).astype(np.float32)
+        below_top = (f32(f32(wz0) + f32(nz) * h) - z).astype(np.float32)
+        ex, ey, ez = eddy_velocity(seed, flake_id, step_index, eddy_steps, eddy_scale,
+                                   mixing_height, dt, ustar, above, below_top)
+        wind_x = (wind_x + ex).astype(np.float32)
+        wind_y = (wind_y + ey).astype(np.float32)
+        wind_z = (wind_z + ez).astype(np.float32)
     # drag linearised about the old relative velocity, solved implicitly for v_new
     rx, ry, rz = wind_x - vx, wind_y - vy, wind_z - vz
     k = (g * np.sqrt(rx * rx + ry * ry + rz * rz) / (vt * vt)).astype(np.float32)
@@ -156,6 +227,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     x = (x + (half * (vx + nvx) + circle_x) * dt).astype(np.float32)
     y = (y + (half * (vy + nvy) + circle_y) * dt).astype(np.float32)
     z = (z + half * (vz + nvz) * dt).astype(np.float32)
+    if f32(eddy_scale) > f32(0.0):
+        z = np.minimum(z, f32(f32(wz0) + f32(nz) * h)).astype(np.float32)
     new_phase = (phase + omega * dt).astype(np.float32)
     new_phase = (new_phase - TWO_PI * np.floor(new_phase / TWO_PI)).astype(np.float32)
 

@@ -10,7 +10,7 @@ from snowfall.blender_compat import action_fcurves
 from snowfall.properties import to_snow_settings
 from snowfall.snow_addon.settings import SnowSettings
 
-_DRIFT = ("drift_enabled", "drift_threshold", "drift_strength", "roughness_length")
+_DRIFT = ("drift_enabled", "drift_threshold", "drift_strength", "roughness_length", "turbulence")
 
 
 def test_properties_map_to_si_settings(addon):
@@ -55,6 +55,7 @@ def test_drift_properties_map_where_the_engine_has_them(addon):
         assert props.drift_strength == pytest.approx(defaults.drift_strength)
     if hasattr(defaults, "roughness_length"):
         assert props.roughness_length == pytest.approx(defaults.roughness_length)
+    assert props.turbulence == pytest.approx(defaults.turbulence)
     engine = {field.name for field in dataclasses.fields(SnowSettings)}
     settings = to_snow_settings(props, scene)
     if "drift_threshold" in engine:
@@ -63,9 +64,10 @@ def test_drift_properties_map_where_the_engine_has_them(addon):
     props.drift_threshold = 25.0                 # 25 cm/s
     props.drift_strength = 2.5
     props.roughness_length = 0.1                 # 0.1 cm
+    props.turbulence = 0.5                       # a multiplier: no unit scale
     settings = to_snow_settings(props, scene)
     expected = {"drift_enabled": False, "drift_threshold": 0.25, "drift_strength": 2.5,
-                "roughness_length": 0.001}
+                "roughness_length": 0.001, "turbulence": 0.5}
     for name in _DRIFT:
         if name in engine:
             assert getattr(settings, name) == pytest.approx(expected[name]), name

@@ -153,6 +153,8 @@ def test_constants_follow_the_cited_sources():
     ({"roughness_length": 0.0}, "roughness_length"),
     ({"roughness_length": 0.4}, "roughness_length"),   # above half a 0.625 m wind cell
     ({"drift_enabled": "yes"}, "drift_enabled"),
+    ({"turbulence": -0.5}, "turbulence"),
+    ({"turbulence": float("inf")}, "turbulence"),
 ])
 def test_bad_drift_settings_name_the_setting_before_anything_runs(changes, setting):
     settings = SnowSettings(heightmap_resolution=32, wind_resolution=32, flake_count=100, **changes)

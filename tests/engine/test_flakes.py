@@ -343,8 +343,12 @@ def test_numba_step_matches_reference(seed):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-5)
 
 
+EDDIES = {"eddy_scale": 0.41, "mixing_height": 2.5, "eddy_steps": 3}
+
+
+@pytest.mark.parametrize("eddies", [False, True], ids=["plain", "eddies"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_numba_step_with_blowing_snow_and_shelter_matches_reference(seed):
+def test_numba_step_with_blowing_snow_and_shelter_matches_reference(seed, eddies):
     flake_id, state = random_flake_input(seed)
     wind = noisy_wind(GRID, seed)
     height, snow = rough_ground(seed)
@@ -354,6 +358,8 @@ def test_numba_step_with_blowing_snow_and_shelter_matches_reference(seed):
     lift["surface_x"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
     lift["surface_y"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
     lift["bubble_top"] = rng.uniform(-1.0, 2.5, (ny, nx)).astype(np.float32)
+    if eddies:
+        lift.update(EDDIES)
     outputs = []
     for module in (ref_flakes, cpu_flakes):
         s = [a.copy() for a in state]
@@ -373,6 +379,72 @@ def test_numba_step_with_blowing_snow_and_shelter_matches_reference(seed):
     for _ in range(5):
         run_kernel(ref_flakes, flake_id, plain, wind, height, snow, plain_hits, seed=seed + 9)
     assert ref_hits.sum() < plain_hits.sum()
+
+
+def eddy_scene(grid, hm, speed, mixing_height):
+    """Flat ground, uniform wind ``speed`` m/s along x and the eddies' arguments for it
+    (u* = 0.06 * speed, no lift): (height, snow, wind, arguments)."""
+    ny, nx = grid.shape[1:]
+    arguments = {"surface_x": np.full((ny, nx), speed, np.float32),
+                 "surface_y": np.zeros((ny, nx), np.float32), "ustar_per_speed": 0.06,
+                 "threshold": 0.3, "lift_strength": 0.0, "eddy_scale": 0.41,
+                 "mixing_height": mixing_height, "eddy_steps": 24}
+    flat = np.zeros(hm.shape, np.float32)
+    return flat, flat.copy(), uniform_wind(grid, speed), arguments
+
+
+@pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
+def test_eddies_spread_a_puff_as_the_eddy_diffusivity_says(module):
+    """A puff of light flakes above the mixing height in uniform wind spreads with
+    variance 2 K t along every axis, K = kappa u* mixing_height (the random walk's law),
+    and moves with the wind on average; without eddies it does not spread."""
+    grid = WindGrid(0.0, 0.0, 0.0, 4.0, 60, 60, 40)                # 240 x 240 x 160 m
+    hm = HeightmapGrid(0.0, 0.0, 4.0, 61, 61)
+    n, steps, speed = 4000, 240, 10.0
+    flake_id = np.arange(n, dtype=np.uint32)
+    height, snow, wind, eddies = eddy_scene(grid, hm, speed, 2.0)
+    spreads = {}
+    for on in (True, False):
+        state = state_arrays(n, 20.0, 120.0, 80.0, vx=speed)
+        hits = np.zeros(hm.shape, np.int32)
+        for step in range(steps):
+            arguments = dict(eddies, step_index=step) if on else {}
+            run_kernel(module, flake_id, state, wind, height, snow, hits, vt=(0.02, 0.02),
+                       radius=0.0, grid=grid, hm=hm, **arguments)
+        assert hits.sum() == 0 and np.all(state[7] == 0)
+        spreads[on] = [np.var(state[a].astype(np.float64)) for a in range(3)]
+        drift = np.mean(state[0]) - 20.0
+        assert abs(drift - speed * steps * DT) < 0.5
+    diffusivity = 0.41 * 0.06 * speed * 2.0
+    t = steps * float(DT)
+    for variance in spreads[True]:
+        assert variance == pytest.approx(2.0 * diffusivity * t, rel=0.15)
+    assert max(spreads[False]) < 1e-6
+
+
+@pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
+def test_eddies_keep_a_well_mixed_cloud_well_mixed(module):
+    """Thomson's (1987) well-mixed condition: air-like flakes spread evenly between the
+    ground and the grid's top stay evenly spread although K = kappa u* l changes with
+    height (without the mean velocity dK/dz / 2 they would crowd where K is small)."""
+    grid = WindGrid(0.0, 0.0, 0.0, 2.0, 20, 20, 8)                  # 40 x 40 m, top 16 m
+    hm = HeightmapGrid(0.0, 0.0, 2.0, 21, 21)
+    n, speed, top = 20000, 10.0, 16.0
+    rng = np.random.default_rng(5)
+    flake_id = np.arange(n, dtype=np.uint32)
+    state = state_arrays(n, 0.0, 0.0, 0.0, vx=speed)
+    state[0][:] = rng.uniform(0.0, 40.0, n)
+    state[1][:] = rng.uniform(0.0, 40.0, n)
+    state[2][:] = rng.uniform(0.0, top, n)
+    height, snow, wind, eddies = eddy_scene(grid, hm, speed, 10.0)
+    hits = np.zeros(hm.shape, np.int32)
+    for step in range(720):                                            # 30 s
+        run_kernel(module, flake_id, state, wind, height, snow, hits, vt=(0.01, 0.01),
+                   radius=0.0, grid=grid, hm=hm, step_index=step, **eddies)
+    kept = state[7] == 0
+    assert hits.sum() < 0.03 * n and np.all(state[2] <= top)
+    counts, _ = np.histogram(state[2][kept], bins=8, range=(0.0, top))
+    np.testing.assert_allclose(counts / counts.mean(), 1.0, atol=0.15)
 
 
 @pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])

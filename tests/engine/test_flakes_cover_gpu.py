@@ -81,12 +81,13 @@ def test_gpu_flake_kernels_match_reference(gpu_backend):
     for g, r in zip(got[:7], ref_state[:7]):
         np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-5)
 
-    # blowing snow and the separation bubble
+    # blowing snow, the separation bubble and the eddies
     ny, nx = GRID.shape[1:]
     lift = {"surface_x": (8 * rng.standard_normal((ny, nx))).astype(np.float32),
             "surface_y": (8 * rng.standard_normal((ny, nx))).astype(np.float32),
             "ustar_per_speed": 0.06, "threshold": 0.2, "heading_x": 0.6, "heading_y": 0.8,
-            "lift_strength": 1.5, "bubble_top": rng.uniform(-1.0, 2.5, (ny, nx)).astype(np.float32)}
+            "lift_strength": 1.5, "bubble_top": rng.uniform(-1.0, 2.5, (ny, nx)).astype(np.float32),
+            "eddy_scale": 0.41, "mixing_height": 2.5, "eddy_steps": 3}      # and eddies
     device_lift = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in lift.items()}
     lifted_ref = [a.copy() for a in state]
     lifted_gpu = [cupy.asarray(a) for a in state]
