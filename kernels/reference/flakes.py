@@ -126,7 +126,7 @@ def eddy_velocity(seed, flake_id, step_index, eddy_steps, eddy_scale, mixing_hei
     ``step_index`` (module docstring), ez including the mean velocity dK/dz / 2. ``ustar``
     (m/s), ``above_ground`` and ``below_top`` (m, to the wind grid's top) at the flake's
     position before the step."""
-    steps = np.uint32(eddy_steps)
+    steps = np.uint32(max(int(eddy_steps), 1))
     shifted = (np.uint32(step_index) + flake_id.astype(np.uint32) % steps).astype(np.uint32)
     node = (shifted // steps).astype(np.uint32)
     after = (node + np.uint32(1)).astype(np.uint32)
@@ -199,6 +199,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
         moving_air = z >= _bubble_top(bubble_top, wx0, wy0, cell_size, x, y)
         wind_x, wind_y, wind_z = (np.where(moving_air, c, f32(0.0)).astype(np.float32)
                                   for c in (wind_x, wind_y, wind_z))
+    if surface_x is None:
+        eddy_scale = 0.0                   # the eddies need the surface wind's u*
     if f32(eddy_scale) > f32(0.0):
         _sx, _sy, ustar = column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y,
                                       ustar_per_speed)
