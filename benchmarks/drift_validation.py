@@ -6,6 +6,7 @@ metres, next to what the literature says for each pattern (docs/drift_validation
     python benchmarks/drift_validation.py --scene snow_fence --steps 240 --json out.json
     python benchmarks/drift_validation.py --backend gpu --set drift_strength=0.5
     python benchmarks/drift_validation.py --maps out/maps     # + a top-view PNG per scene
+    python benchmarks/drift_validation.py --seeds 1 2 3       # each zone's range over seeds
 
 Wind blows along +x in every scene. Each scene's terrain comes from
 ``snowfall.snow_addon.scenes`` (``snow_fence``, ``box_test`` with a cubic block,
@@ -429,6 +430,41 @@ def report(result: dict) -> None:
     print(f"     {cells}")
 
 
+def _span(values) -> str:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return "nan"
+    return f"{min(finite):.3g}..{max(finite):.3g}"
+
+
+def spread(runs: list) -> dict:
+    """Each zone's depth (m) and ratio, and each numeric derived value, as (min, max) over
+    ``runs`` (results of run_scene for the same scene with different seeds)."""
+    zones = {}
+    for index, row in enumerate(runs[0]["zones"]):
+        depths = [run["zones"][index]["mean_depth_m"] for run in runs]
+        ratios = [run["zones"][index]["ratio"] for run in runs]
+        zones[row["zone"]] = {"depth_m": depths, "ratio": ratios}
+    derived = {key: [run["derived"][key] for run in runs]
+               for key, value in runs[0]["derived"].items()
+               if isinstance(value, (int, float)) and not isinstance(value, bool)}
+    return {"zones": zones, "derived": derived}
+
+
+def report_spread(runs: list, seeds: list) -> dict:
+    """Print and return ``spread(runs)``: single short storms scatter (blowing snow builds
+    different dunes in each), so only what holds over several seeds is a property of the
+    model."""
+    table = spread(runs)
+    print(f"\n   over seeds {' '.join(str(s) for s in seeds)} (min..max):")
+    for name, values in table["zones"].items():
+        depths = [None if v is None else 100.0 * v for v in values["depth_m"]]
+        print(f"   {name:48s} depth {_span(depths):>13s} cm   ratio {_span(values['ratio'])}")
+    for key, values in table["derived"].items():
+        print(f"   {key}: {_span(values)}")
+    return table
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="cpu", choices=("cpu", "gpu", "numpy", "auto"))
@@ -441,6 +477,9 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write every number to this JSON file")
     parser.add_argument("--maps", metavar="FOLDER",
                         help="write a top-view depth map per scene, FOLDER/<scene>.png")
+    parser.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
+                        help="bake every scene once per seed and print each zone's range "
+                             "over them (maps: the first seed's)")
     args = parser.parse_args(argv)
     name = ALIASES.get(args.scene, args.scene)
     if name != "all" and name not in SCENES:
@@ -450,14 +489,23 @@ def main(argv=None) -> int:
     print("drift_validation: " + " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]))
     print(f"python {platform.python_version()}, numpy {np.__version__}, "
           f"{os.cpu_count()} CPUs; overrides {overrides or 'none'}", flush=True)
-    results = []
+    results, spreads = [], {}
     for n in names:
-        result = run_scene(SCENES[n], args.backend, args.steps, args.flakes, overrides, args.maps)
-        report(result)
-        results.append(result)
+        runs = []
+        for index, seed in enumerate(args.seeds or [None]):
+            values = dict(overrides) if seed is None else dict(overrides, seed=seed)
+            if seed is not None:
+                print(f"\n-- seed {seed}", flush=True)
+            result = run_scene(SCENES[n], args.backend, args.steps, args.flakes, values,
+                               args.maps if index == 0 else None)
+            report(result)
+            runs.append(result)
+        results.extend(runs)
+        if len(runs) > 1:
+            spreads[n] = report_spread(runs, args.seeds)
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"argv": sys.argv, "results": results}, handle, indent=1,
+            json.dump({"argv": sys.argv, "results": results, "spread": spreads}, handle, indent=1,
                       default=lambda o: o.item() if hasattr(o, "item") else str(o))
         print(f"\nwrote {args.json}")
     return 0

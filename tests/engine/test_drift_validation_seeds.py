@@ -1,0 +1,43 @@
+"""benchmarks/drift_validation.py --seeds: one bake per seed and each zone's range over
+them (single short storms scatter, docs/drift_validation.md)."""
+import importlib.util
+import json
+import pathlib
+import sys
+
+import pytest
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "drift_validation.py"
+
+
+@pytest.fixture(scope="module")
+def validation():
+    spec = importlib.util.spec_from_file_location("drift_validation", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module          # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+def test_spread_gives_every_zone_and_number_per_seed(validation):
+    runs = [{"zones": [{"zone": "lee", "mean_depth_m": depth, "ratio": ratio}],
+             "derived": {"H_m": 2.0, "note": "text", "length_H": length}}
+            for depth, ratio, length in ((0.1, 0.5, 13.8), (0.3, 1.5, 1.25))]
+    table = validation.spread(runs)
+    assert table["zones"]["lee"] == {"depth_m": [0.1, 0.3], "ratio": [0.5, 1.5]}
+    assert table["derived"] == {"H_m": [2.0, 2.0], "length_H": [13.8, 1.25]}
+    assert validation._span([13.8, 1.25, float("nan")]) == "1.25..13.8"
+
+
+def test_seeds_bake_once_each_and_report_the_range(validation, tmp_path, capsys):
+    out = tmp_path / "seeds.json"
+    assert validation.main(["--scene", "cube", "--steps", "4", "--flakes", "2000",
+                            "--seeds", "4", "5", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [r["settings"]["seed"] for r in data["results"]] == [4, 5]
+    lee = data["spread"]["box_test"]["zones"]["lee 1-3 H, |y| <= B/2"]
+    assert lee["depth_m"] == [r["zones"][6]["mean_depth_m"] for r in data["results"]]
+    assert "over seeds 4 5 (min..max)" in capsys.readouterr().out
