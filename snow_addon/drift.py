@@ -44,11 +44,12 @@ sides. 2 closes a cube's bubble 1.7 H behind it (Martinuzzi and Tropea 1993 meas
 EDDY_TIME = 1.0
 """s between the independent nodes of the turbulent air velocity a flake feels (linear in
 time between them, so flakes swirl smoothly): with node values of variance 2 K / EDDY_TIME
-the flakes spread with the surface layer's eddy diffusivity K = kappa u* z (the random
-displacement model's spread, Wilson and Sawford 1996, without a random jump per frame)."""
+the flakes spread with the surface layer's eddy diffusivity K = kappa u* l (l: the mixing
+length, see kernels.reference.flakes; the random displacement model's spread, Wilson and
+Sawford 1996, without a random jump per frame)."""
 MIXING_HEIGHT = 10.0
-"""m above the ground where K stops growing with height (the surface layer's top for the
-scenes' storms; above it the mixing length no longer grows as kappa z)."""
+"""m above the ground where the mixing length stops growing with height (the surface
+layer's top for the scenes' storms)."""
 
 MAX_BUBBLE_CELLS = 128
 """The upwind march of the bubble stops after this many wind cells (its cost)."""

@@ -121,7 +121,7 @@ class SnowSettings:
     roughness_length: float = 5e-4
     """Aerodynamic roughness length z0 of the snow surface (m), 1e-4 to 1e-3 for snow."""
     turbulence: float = 1.0
-    """Multiplier on the surface layer's eddy diffusivity K = kappa u* z that swirls the
+    """Multiplier on the surface layer's eddy diffusivity K = kappa u* l that swirls the
     flakes and mixes them into the lee of obstacles (1 = the log law's; 0 = the flakes
     follow the resolved wind alone). Part of the drift: it needs drift_enabled."""
 

@@ -30,6 +30,13 @@ def flake_constants(seed, fid, vt_min, vt_max, spiral_radius):
 
 
 @numba.njit(inline="always", cache=True)
+def _ground(height, snow_depth, hx0, hy0, spacing, x, y):
+    """Bilinear terrain + snow surface (m) at (x, y)."""
+    return np.float32(sample_bilinear(height, hx0, hy0, spacing, x, y)
+                      + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y))
+
+
+@numba.njit(inline="always", cache=True)
 def _wrap(coordinate, origin, length):
     end = np.float32(origin + length)
     if coordinate >= origin and coordinate < end:
@@ -57,8 +64,7 @@ def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
         vt, _radius, _omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
         x = np.float32(x0 + random_uniform(seed, fid, 0, STREAM_X) * length_x)
         y = np.float32(y0 + random_uniform(seed, fid, 0, STREAM_Y) * length_y)
-        ground = np.float32(sample_bilinear(height, hx0, hy0, spacing, x, y)
-                            + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y))
+        ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
         low = np.float32(max(ground, z0) + SPAWN_MARGIN * h)
         low = min(low, np.float32(top - h))
         z = np.float32(low + random_uniform(seed, fid, 0, STREAM_Z) * np.float32(top - low))
@@ -198,8 +204,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             if eddy_scale > np.float32(0.0):
                 _sx, _sy, ustar = column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y,
                                               ustar_per_speed)
-                above = np.float32(z - np.float32(sample_bilinear(height, hx0, hy0, spacing, x, y)
-                                                  + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y)))
+                above = np.float32(z - _ground(height, snow_depth, hx0, hy0, spacing, x, y))
                 ex, ey, ez = eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale,
                                            mixing_height, dt, ustar, above, np.float32(top - z))
                 wind_x = np.float32(wind_x + ex)
@@ -233,8 +238,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             x = _wrap(x, x0, length_x)
             y = _wrap(y, y0, length_y)
 
-            ground = np.float32(sample_bilinear(height, hx0, hy0, spacing, x, y)
-                                + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y))
+            ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
             ni = min(max(int(math.floor(np.float32(np.float32(x - hx) * inv_spacing) + half)), 0), hnx - 1)
             nj = min(max(int(math.floor(np.float32(np.float32(y - hy) * inv_spacing) + half)), 0), hny - 1)
             hit = z < ground and height[nj, ni] > OPEN_LIMIT

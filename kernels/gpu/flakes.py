@@ -100,6 +100,14 @@ __device__ __forceinline__ float3 eddy_velocity(unsigned int seed, unsigned int 
     return e;
 }
 
+// bilinear terrain + snow surface (m) at (x, y)
+__device__ __forceinline__ float ground_at(const float* __restrict__ height,
+        const float* __restrict__ snow, int hnx, int hny, float hx0, float hy0, float spacing,
+        float x, float y) {
+    return sample_bilinear(height, hnx, hny, hx0, hy0, spacing, x, y)
+         + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y);
+}
+
 __device__ __forceinline__ float wrap_coordinate(float c, float origin, float length) {
     float end = origin + length;
     if (c >= origin && c < end) return c;
@@ -126,8 +134,7 @@ extern "C" __global__ void initialize_flakes(
     float length_x = (float)nx * h, length_y = (float)ny * h, top = wz0 + (float)nz * h;
     float x = wx0 + random_uniform(seed, fid, 0u, 4u) * length_x;
     float y = wy0 + random_uniform(seed, fid, 0u, 5u) * length_y;
-    float ground = sample_bilinear(height, hnx, hny, hx0, hy0, spacing, x, y)
-                 + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y);
+    float ground = ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
     float low = fmaxf(ground, wz0) + SPAWN_MARGIN * h;
     low = fminf(low, top - h);
     float z = low + random_uniform(seed, fid, 0u, 6u) * (top - low);
@@ -169,8 +176,7 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     if (eddy_scale > 0.0f) {
         float ustar = column_wind(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
                                   ustar_per_speed).z;
-        float above = z - (sample_bilinear(height, hnx, hny, hx0, hy0, spacing, x, y)
-                           + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y));
+        float above = z - ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
         float top = wz0 + (float)nz * h;
         float3 e = eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale, mixing_height,
                                  dt, ustar, above, top - z);
@@ -200,8 +206,7 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     x = wrap_coordinate(x, wx0, length_x);
     y = wrap_coordinate(y, wy0, length_y);
 
-    float ground = sample_bilinear(height, hnx, hny, hx0, hy0, spacing, x, y)
-                 + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y);
+    float ground = ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
     float inv_spacing = 1.0f / spacing;
     int ni = min(max((int)floorf((x - hx0) * inv_spacing + 0.5f), 0), hnx - 1);
     int nj = min(max((int)floorf((y - hy0) * inv_spacing + 0.5f), 0), hny - 1);
