@@ -36,8 +36,8 @@ from ..snow_addon import bake_cache
 from ..snow_addon.bake_cache import BakeCacheError, BakeFolder, BakeWriter, CommitRecord
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.settings import SnowSettings
-from ..properties import (DEFAULT_CACHE_FOLDER, resume_available, terrain_objects,  # noqa: F401
-                          to_snow_settings, unit_scale)
+from ..properties import (DEFAULT_CACHE_FOLDER, cache_folder_setting,  # noqa: F401
+                          resume_available, terrain_objects, to_snow_settings, unit_scale)
 from . import particle_output, snow_output, snow_surface
 from .frame_store import FrameStore, flake_file_name
 from .scene_io import read_terrain, resolve_cache_folder
@@ -81,7 +81,7 @@ def scene_cache_folder(cache_root: str, scene) -> str:
 def flake_cache_folder(cache_folder: str, scene) -> str:
     """The particle cache folder: ``<cache folder>/<scene>/flakes/``, kept blend-relative
     ("//...") when the cache folder is, so it travels with the .blend."""
-    raw = cache_folder.strip() or DEFAULT_CACHE_FOLDER
+    raw = cache_folder.strip() or cache_folder_setting(scene)
     scene_dir = bpy.path.clean_name(scene.name)
     if raw.startswith("//"):
         return raw.rstrip("/\\") + "/" + scene_dir + "/" + bake_cache.FLAKE_DIR + "/"
@@ -267,10 +267,9 @@ class BakeJob:
             for part in self.parts:
                 snow_output.ensure_snow_modifier(part.obj, self.scale)
         else:
-            props = self.scene.snowfall
             self.surface = snow_surface.ensure_surface(
                 self.scene, snow_surface.snow_folder_for_blend(
-                    props.cache_folder.strip() or DEFAULT_CACHE_FOLDER, self.scene),
+                    cache_folder_setting(self.scene), self.scene),
                 self.sim.heightmap.grid, 1.0 / self.scale, self.frame_start, self.frame_start)
 
     def _show_range(self, last: int) -> None:

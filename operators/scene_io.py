@@ -13,7 +13,7 @@ import bpy
 import numpy as np
 
 from ..snow_addon.errors import SnowInputError
-from ..properties import DEFAULT_CACHE_FOLDER, unit_scale
+from ..properties import cache_folder_setting, unit_scale
 
 #: Name of the Geometry Nodes modifier the add-on puts on each terrain object.
 SNOW_MODIFIER_NAME = "Snowfall Snow"
@@ -126,7 +126,7 @@ def world_bounds(context, objects):
 def resolve_cache_folder(props, setting: str = "cache_folder") -> str:
     """The absolute cache folder. Raises SnowInputError for a blend-relative folder in an
     unsaved file, or a folder that cannot be created or written. Creates nothing."""
-    raw = props.cache_folder.strip() or DEFAULT_CACHE_FOLDER
+    raw = cache_folder_setting(props.id_data)
     if raw.startswith("//") and not bpy.data.filepath:
         raise SnowInputError(setting, f"'{raw}' is relative to the .blend file, which is not "
                              "saved yet", "saving the file first, or an absolute folder")

@@ -9,13 +9,24 @@ import os
 import bpy
 
 from ..snow_addon import bake_cache
-from .groups import DEFAULT_CACHE_FOLDER
+
+
+def cache_folder_setting(scene) -> str:
+    """The cache folder of ``scene`` as the .blend names it (``//``-relative or absolute):
+    the Cache Folder setting, or when that is empty (the default), the .blend's own folder
+    ``//blendcache_<blend name>/snowfall`` (Blender's convention for point caches), so that
+    two .blend files saved in one folder never share a bake."""
+    raw = scene.snowfall.cache_folder.strip()
+    if raw:
+        return raw
+    stem = os.path.splitext(os.path.basename(bpy.data.filepath))[0] or "untitled"
+    return f"//blendcache_{stem}/snowfall"
 
 
 def scene_bake_folder(scene) -> str | None:
     """The absolute bake folder of ``scene`` (``<cache folder>/<scene>``), or None when the
     cache folder is relative to a .blend that is not saved yet."""
-    raw = scene.snowfall.cache_folder.strip() or DEFAULT_CACHE_FOLDER
+    raw = cache_folder_setting(scene)
     if raw.startswith("//") and not bpy.data.filepath:
         return None
     return os.path.join(os.path.normpath(bpy.path.abspath(raw)), bpy.path.clean_name(scene.name))

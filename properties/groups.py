@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import bpy
+from bpy.app.handlers import persistent
 from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProperty,
                        IntProperty, PointerProperty, StringProperty)
 
@@ -21,8 +22,13 @@ from ..blender_compat import PATH_OPTIONS
 from ..snow_addon.backend import BACKEND_CHOICES
 from ..snow_addon.settings import SnowSettings
 
-#: Default cache folder, relative to the .blend ("//" is Blender's blend-relative prefix).
-DEFAULT_CACHE_FOLDER = "//snowfall_cache"
+#: Default cache folder: empty, which means a folder of the .blend's own beside it,
+#: ``//blendcache_<blend name>/snowfall`` ("//" is Blender's blend-relative prefix; see
+#: bake_folder.cache_folder_setting), so two .blend files saved in one folder never share one.
+DEFAULT_CACHE_FOLDER = ""
+#: The default before: one folder shared by every .blend saved in the same folder. Files
+#: baked into it keep it (``pin_legacy_cache_folders``).
+LEGACY_CACHE_FOLDER = "//snowfall_cache"
 
 _DEFAULTS = SnowSettings()
 
@@ -160,7 +166,8 @@ class SnowfallSettings(bpy.types.PropertyGroup):
     cache_folder: StringProperty(
         name="Cache Folder", default=DEFAULT_CACHE_FOLDER, subtype="DIR_PATH",
         options=PATH_OPTIONS,
-        description="Folder for the resume state of a bake ('//' = beside the .blend file)")
+        description="Folder of the bake: snow, flakes and resume state ('//' = beside the "
+                    ".blend file). Empty: //blendcache_<blend name>/snowfall, the .blend's own")
 
     # --- results of the last bake (data, not a running state) ---------------------------------
     baked_frame_start: IntProperty(name="First Baked Frame", default=0,
@@ -181,13 +188,37 @@ class SnowfallSettings(bpy.types.PropertyGroup):
 CLASSES = (SnowfallTerrainItem, SnowfallSettings)
 
 
+@persistent
+def pin_legacy_cache_folders(*_args):
+    """Versioning of files baked when every .blend's default cache folder was the shared
+    ``//snowfall_cache``: a file stores no value for a setting left at its default, so such
+    a file would read the new default and lose track of its bake (Resume, Free). A scene
+    whose setting is empty and whose flake cache (a path the .blend stores) lies in the old
+    folder gets the old folder as its setting, and keeps baking, resuming and freeing there."""
+    for scene in bpy.data.scenes:
+        props = scene.snowfall
+        emitter = props.flake_emitter
+        if props.cache_folder.strip() or emitter is None or scene.library is not None:
+            continue
+        paths = [system.point_cache.filepath.replace("\\", "/")
+                 for system in emitter.particle_systems]
+        if any(path.startswith(LEGACY_CACHE_FOLDER + "/") for path in paths):
+            props.cache_folder = LEGACY_CACHE_FOLDER
+
+
 def register():
     for cls in CLASSES:
         bpy.utils.register_class(cls)
     bpy.types.Scene.snowfall = PointerProperty(type=SnowfallSettings)
+    if pin_legacy_cache_folders not in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.append(pin_legacy_cache_folders)
+    if isinstance(bpy.data, bpy.types.BlendData):   # not while Blender starts up
+        pin_legacy_cache_folders()                  # a file opened before registering
 
 
 def unregister():
+    while pin_legacy_cache_folders in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.remove(pin_legacy_cache_folders)
     del bpy.types.Scene.snowfall
     for cls in reversed(CLASSES):
         bpy.utils.unregister_class(cls)
