@@ -29,7 +29,8 @@ def run(scene_name: str, out_png: str, frames: int, flakes: int | None, frame: i
     build(scene_name, **options)
     scene = bpy.context.scene
     scene.snowfall.backend = backend
-    bpy.ops.wm.save_mainfile(filepath=blend)   # the cache folder is "//snowfall_cache"
+    # the cache folder is the .blend's own "//blendcache_<blend name>/snowfall"
+    bpy.ops.wm.save_mainfile(filepath=blend)
 
     started = time.perf_counter()
     job = BakeJob(bpy.context)
