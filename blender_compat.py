@@ -12,6 +12,9 @@ the helpers probe it; version numbers are used only where it cannot.
 | StringProperty option ``PATH_SUPPORTS_BLEND_RELATIVE`` | absent | present (4.5+) | present |
 | new material / world          | no node tree until ``use_nodes`` | 4.5 same; 5.0+ always a tree | same |
 | exit of the bpy *module*      | 4.2 crashes, 4.5 hangs in C++ static destructors once Python property callbacks were registered | clean | clean |
+| flake cache of a new bake     | Geometry Nodes bake (``FLAKE_CACHE``) | 4.5: same; 5.0+: Zstd point cache | point cache |
+| Bake node ``bake_target``     | absent (disk only) | present (4.3+) | present |
+| a bake folder is read         | only once the .blend is saved (``BAKE_NEEDS_SAVED_BLEND``) | also unsaved | same |
 """
 from __future__ import annotations
 
@@ -57,6 +60,22 @@ def _release(version: tuple) -> str:
 
 def _previous_release(version: tuple) -> tuple:
     return (version[0], version[1] - 1, 0) if version[1] > 0 else (version[0] - 1, 99, 0)
+
+
+#: How a new bake stores its flakes. Blender 4.2 to 4.5 read point caches only
+#: uncompressed (40 B per flake-frame) or LZO/LZMA (too slow to write from Python), so they
+#: get a Geometry Nodes bake of a point cloud (15 B, operators/gn_flakes.py); 5.0 and later
+#: read Zstd point caches (about 13 B, operators/particle_output.py). A resumed bake keeps
+#: the form it started with (bake.json).
+FLAKE_CACHE_GN_BAKE = "gn_bake"
+FLAKE_CACHE_PTCACHE = "ptcache"
+FLAKE_CACHE = FLAKE_CACHE_GN_BAKE if bpy.app.version < (5, 0, 0) else FLAKE_CACHE_PTCACHE
+
+#: Blender 4.2 reads a Geometry Nodes bake folder only when the .blend has been saved (even
+#: a folder given as an absolute path), and a modifier that looked before the first save
+#: keeps finding nothing: the flakes of a bake in an unsaved file show once it is saved
+#: (operators/gn_flakes.py re-creates the modifier then).
+BAKE_NEEDS_SAVED_BLEND = bpy.app.version < (4, 3, 0)
 
 
 #: Options of a StringProperty holding a file path that may be blend-relative ("//...").

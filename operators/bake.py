@@ -31,6 +31,7 @@ import time
 import bpy
 import numpy as np
 
+from .. import blender_compat
 from ..panels.wind_overlay import WindOverlay
 from ..snow_addon import bake_cache
 from ..snow_addon.bake_cache import BakeCacheError, BakeFolder, BakeWriter, CommitRecord
@@ -38,8 +39,8 @@ from ..snow_addon.errors import SnowInputError
 from ..snow_addon.settings import SnowSettings
 from ..properties import (DEFAULT_CACHE_FOLDER, cache_folder_setting,  # noqa: F401
                           resume_available, terrain_objects, to_snow_settings, unit_scale)
-from . import particle_output, snow_output, snow_surface
-from .frame_store import FrameStore, flake_file_name
+from . import gn_bake_format, gn_flakes, particle_output, snow_output, snow_surface
+from .frame_store import GN_BAKE, PTCACHE, FrameStore, flake_file_name
 from .scene_io import read_terrain, resolve_cache_folder
 
 FLAKE_EMITTER_NAME = "Snowfall Flakes"
@@ -195,12 +196,14 @@ class BakeJob:
         else:
             free_bake(scene)
             self.frame = self.frame_start
-            self.emitter = particle_output.ensure_flake_system(
-                scene, FLAKE_EMITTER_NAME, settings.flake_count,
-                flake_size=float(props.flake_size),
-                cache_dir=flake_cache_folder(props.cache_folder, scene))
-            self.compression = particle_output.cache_compression()
-            self.velocity_step = particle_output.velocity_step(scene)
+            self.flake_format = blender_compat.FLAKE_CACHE
+            self.emitter = self._ensure_flakes()
+            if self.flake_format == GN_BAKE:
+                self.compression, self.velocity_step = None, None
+                gn_bake_format.free(gn_flakes.bake_directory(self.emitter))   # older frames
+            else:
+                self.compression = particle_output.cache_compression()
+                self.velocity_step = particle_output.velocity_step(scene)
             self.vertex_frames = bool(VERTEX_SNOW_FRAMES)
             self.folder.start(self._meta())
             props.flake_emitter = self.emitter
@@ -210,7 +213,7 @@ class BakeJob:
         # The writer thread's half (no bpy): it fills self.record as frames reach the disk.
         self.store = FrameStore(self.folder, self.flake_dir, self.compression,
                                 self.velocity_step, self.sim.heightmap.height.astype(np.float32),
-                                self.record, self.view)
+                                self.record, self.view, self.flake_format)
         particle_output.ensure_info_file(self.emitter, settings.flake_count)
         self._velocity_scale = np.float32(particle_output.velocity_scale(scene, self.emitter)
                                           / self.scale)
@@ -254,13 +257,26 @@ class BakeJob:
                 "fps": scene.render.fps / scene.render.fps_base, "unit_scale": self.scale,
                 "settings": json.loads(json.dumps(self.settings.to_dict(), default=str)),
                 "terrain_sha256": self.terrain_digest, "blender": list(bpy.app.version),
-                "flakes": {"count": self.settings.flake_count, "file": particle_output.CACHE_NAME,
+                "flakes": {"count": self.settings.flake_count, "format": self.flake_format,
+                           "file": particle_output.CACHE_NAME,
                            "compression": self.compression, "velocity_step": self.velocity_step,
                            "camera_view": self.view,
                            "subframe_error": particle_output.SUBFRAME_ERROR},
                 "snow": {"format": "exr", "vertex_frames": self.vertex_frames,
                          "x0": grid.x0, "y0": grid.y0,
                          "spacing": grid.spacing, "nx": grid.nx, "ny": grid.ny}}
+
+    def _ensure_flakes(self):
+        """The flakes object of this bake's format: a particle emitter, or (Geometry Nodes
+        bake) an object whose modifier stays disabled until the bake finishes."""
+        scene, props = self.scene, self.scene.snowfall
+        cache_dir = flake_cache_folder(props.cache_folder, scene)
+        if self.flake_format == GN_BAKE:
+            return gn_flakes.ensure_flakes(scene, FLAKE_EMITTER_NAME, cache_dir,
+                                           flake_size=float(props.flake_size))
+        return particle_output.ensure_flake_system(
+            scene, FLAKE_EMITTER_NAME, self.settings.flake_count,
+            flake_size=float(props.flake_size), cache_dir=cache_dir)
 
     def _setup_snow_display(self) -> None:
         if self.vertex_frames:
@@ -308,7 +324,9 @@ class BakeJob:
         meta = self._meta_on_disk
         self.frame = point.frame
         self.folder.remove_temporaries()
-        self.compression = int(meta["flakes"]["compression"])
+        self.flake_format = meta["flakes"].get("format", PTCACHE)
+        compression = meta["flakes"]["compression"]
+        self.compression = int(compression) if compression is not None else None
         self.view = meta["flakes"].get("camera_view")
         self.velocity_step = meta["flakes"]["velocity_step"]
         record = point.progress
@@ -317,15 +335,21 @@ class BakeJob:
         record.complete = point.frame
         self.record = record
         emitter = props.flake_emitter
-        if emitter is None or emitter.name not in scene.objects:
+        if emitter is None or emitter.name not in scene.objects or \
+                gn_flakes.is_gn_flakes(emitter) != (self.flake_format == GN_BAKE):
             # Not in the .blend (never saved after the bake started): a new emitter reading
             # the folder. (Re-applying the settings to an existing system would make Blender
             # reset its cache and delete frame files, so an existing one is kept as it is.)
-            emitter = particle_output.ensure_flake_system(
-                scene, FLAKE_EMITTER_NAME, self.settings.flake_count,
-                flake_size=float(props.flake_size),
-                cache_dir=flake_cache_folder(props.cache_folder, scene))
+            emitter = self._ensure_flakes()
+        elif self.flake_format == GN_BAKE:
+            gn_flakes.set_enabled(emitter, False)     # until finish lists the folder anew
         self.emitter = emitter
+        if self.flake_format == GN_BAKE:
+            # Every committed flake frame must be readable (its JSON is not in the record).
+            root = gn_flakes.bake_directory(emitter)
+            gn_bake_format.remove_temporaries(root)
+            for frame in sorted(record.flakes):
+                gn_bake_format.check_frame(root, frame)
         props.flake_emitter = self.emitter
         self.vertex_frames = bool(meta["snow"].get("vertex_frames", True))
         self._setup_snow_display()
@@ -566,6 +590,8 @@ def free_bake(scene) -> None:
     except SnowInputError:
         folder = None
     if folder is not None:
+        # A Geometry Nodes flake bake's meta/ and blobs/ (also without its object).
+        gn_bake_format.free(os.path.join(folder, bake_cache.FLAKE_DIR))
         free_cache(folder)
     props.has_bake = False
     props.baked_frame_start = 0
@@ -724,11 +750,13 @@ CLASSES = (SNOWFALL_OT_bake, SNOWFALL_OT_resume, SNOWFALL_OT_free)
 def register():
     for cls in CLASSES:
         bpy.utils.register_class(cls)
+    gn_flakes.register()
     if _stop_running_jobs not in bpy.app.handlers.load_pre:
         bpy.app.handlers.load_pre.append(_stop_running_jobs)
 
 
 def unregister():
+    gn_flakes.unregister()
     _stop_running_jobs()
     if _stop_running_jobs in bpy.app.handlers.load_pre:
         bpy.app.handlers.load_pre.remove(_stop_running_jobs)

@@ -7,7 +7,9 @@ bake of ``benchmarks/bake_output.py`` (``snowfall benchmark --bake``) drives the
 so the benchmark measures the add-on's own output path. Flake frame f is written once frame
 f+1 is known: flakes that respawn at f+1 (or leave the camera's view then) get birth time
 f+1 in frame f's records, so Blender hides them through (f, f+1) and motion blur draws no
-streak (docs/particles.md).
+streak (docs/particles.md). Bakes for Blender 4.2 to 4.5 write the flakes as a Geometry
+Nodes bake instead (``flake_format`` GN_BAKE, gn_bake_format.py): every frame holds its
+velocities, which Cycles blurs along, so the respawn marks are not needed there.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import os
 import numpy as np
 
 from ..snow_addon import bake_cache
-from . import ptcache_format
+from . import gn_bake_format, ptcache_format
 
 CACHE_NAME = "snowfall_flakes"
 CACHE_INDEX = 0
@@ -33,6 +35,9 @@ SUBFRAME_ERROR = 0.5e-3
 #: max over s in [0, 1] of |h10(s)| + |h11(s)| of Blender's Hermite interpolation
 #: (2 x 4/27), times sqrt(3) for a vector whose components each round by half a step.
 _HERMITE_GAIN = 2.0 * 4.0 / 27.0 * 3.0 ** 0.5
+#: FrameStore flake formats (blender_compat.FLAKE_CACHE, bake.json ``flakes.format``).
+PTCACHE = "ptcache"
+GN_BAKE = "gn_bake"
 
 
 def velocity_step_for(fps: float) -> float:
@@ -91,11 +96,12 @@ class FrameStore:
     ``folder``: the BakeFolder; ``flake_dir``: where the flake files go; ``ground``: the
     heightmap's ground heights (float32, written beside each frame's depth); ``record``:
     the CommitRecord this store keeps up to date (its ``complete`` is the last frame whose
-    files are all on disk); ``view``: a camera view (write only the flakes in it) or None."""
+    files are all on disk); ``view``: a camera view (write only the flakes in it) or None;
+    ``flake_format``: PTCACHE (``compression`` and ``velocity_step`` apply) or GN_BAKE."""
 
     def __init__(self, folder, flake_dir: str, compression: int, velocity_step,
-                 ground, record, view=None):
-        self.folder, self.flake_dir = folder, flake_dir
+                 ground, record, view=None, flake_format: str = PTCACHE):
+        self.folder, self.flake_dir, self.flake_format = folder, flake_dir, flake_format
         self.compression, self.velocity_step = compression, velocity_step
         self.ground, self.record, self.view = ground, record, view
         #: The newest frame's flakes (frame, positions, velocities, visible), written once
@@ -107,6 +113,16 @@ class FrameStore:
         return None if self.view is None else in_camera_view(positions, self.view)
 
     def write_flakes(self, frame: int, positions, velocities, births, visible=None) -> None:
+        if self.flake_format == GN_BAKE:
+            seeds = None
+            if visible is not None:
+                # Only the flakes in view; each keeps its size through its number's low
+                # byte (a point's index is no longer its flake).
+                seeds = np.flatnonzero(visible).astype(np.uint8).view(np.int8)
+                positions, velocities = positions[visible], velocities[visible]
+            self.record.flakes[frame] = gn_bake_format.write_frame(
+                self.flake_dir, frame, positions, velocities, seeds)
+            return
         if visible is not None and not visible.all():
             # Culled flakes: unborn in this frame's record (Blender draws nothing), and
             # parked at the origin with no velocity (constant bytes: they compress away).

@@ -17,6 +17,11 @@ flake that respawns at f gets birth time f. Blender then treats it as unborn at 
 throughout (f-1, f): it draws no instance there, and Cycles hides an instance that is missing
 at a motion step (Object "hide on missing motion"), so no streak can be drawn. The flake's
 stored position at f-1 stays exactly what the engine wrote.
+
+Under Blender 4.2 to 4.5 a new bake stores the flakes as a Geometry Nodes bake instead
+(operators/gn_flakes.py, blender_compat.FLAKE_CACHE); the functions below that take the
+flakes object (cache_directory, frame_path, velocity_scale, finish_flake_bake,
+free_flake_bake, baked_range, read_flake_frame, evaluate_flakes) serve both forms.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import numpy as np
 from ..blender_compat import node_tree
 from ..snow_addon.bake_cache import write_atomic
 from ..snow_addon.errors import SnowInputError
-from . import ptcache_format
+from . import gn_flakes, ptcache_format
 # The writer thread's side lives in frame_store (no bpy); these names are part of this
 # module's interface too.
 from .frame_store import (BIRTH_FRAME, CACHE_INDEX, CACHE_NAME, NEVER_FRAME,  # noqa: F401
@@ -231,18 +236,26 @@ def _ensure_snow_material(flake_size: float):
 
 def cache_directory(emitter) -> str:
     """Absolute folder of the flake cache files."""
+    if gn_flakes.is_gn_flakes(emitter):
+        return gn_flakes.bake_directory(emitter)
     cache = flake_particle_system(emitter).point_cache
     return os.path.normpath(bpy.path.abspath(cache.filepath))
 
 
 def frame_path(emitter, frame: int) -> str:
-    """Absolute path of the .bphys file of ``frame`` (0 is the info file)."""
+    """Absolute path of the .bphys file of ``frame`` (0 is the info file); of a Geometry
+    Nodes bake, the frame's blob (its arrays)."""
+    if gn_flakes.is_gn_flakes(emitter):
+        return gn_flakes.frame_path(emitter, frame)
     return os.path.join(cache_directory(emitter),
                         ptcache_format.cache_filename(CACHE_NAME, frame, CACHE_INDEX))
 
 
 def velocity_scale(scene, emitter) -> float:
-    """Factor from m/s to the cache's velocity unit (1 when the timestep is one frame)."""
+    """Factor from m/s to the cache's velocity unit (1 when the timestep is one frame, and
+    for a Geometry Nodes bake, whose ``velocity`` is in units/s)."""
+    if gn_flakes.is_gn_flakes(emitter):
+        return 1.0
     settings = flake_particle_system(emitter).settings
     fps = scene.render.fps / scene.render.fps_base
     return 1.0 / (fps * settings.timestep)
@@ -347,7 +360,10 @@ def camera_view(scene, camera=None, margin: float = 0.1) -> dict:
 
 
 def ensure_info_file(emitter, count: int) -> None:
-    """Blender's frame-0 info file: the particle count and every particle's times."""
+    """Blender's frame-0 info file: the particle count and every particle's times (a
+    Geometry Nodes bake has none)."""
+    if gn_flakes.is_gn_flakes(emitter):
+        return
     path = frame_path(emitter, 0)
     if os.path.exists(path) and \
             os.path.getsize(path) == ptcache_format.file_size(count, ptcache_format.INFO_FRAME_TYPES):
@@ -368,6 +384,9 @@ def finish_flake_bake(emitter, first_frame: int, last_frame: int) -> None:
     if last_frame < first_frame:
         raise SnowInputError("last_frame", f"{last_frame} is before first frame {first_frame}",
                              f"{first_frame} or later")
+    if gn_flakes.is_gn_flakes(emitter):
+        gn_flakes.finish(emitter, first_frame, last_frame)
+        return
     missing = [f for f in range(first_frame, last_frame + 1)
                if not os.path.exists(frame_path(emitter, f))]
     if missing:
@@ -386,6 +405,9 @@ def finish_flake_bake(emitter, first_frame: int, last_frame: int) -> None:
 
 def free_flake_bake(emitter) -> None:
     """Delete the flake cache files (and their folder when it is left empty)."""
+    if gn_flakes.is_gn_flakes(emitter):
+        gn_flakes.free(emitter)
+        return
     directory = cache_directory(emitter)
     for frame in _cached_frames(emitter):
         os.remove(frame_path(emitter, frame))
@@ -397,6 +419,14 @@ def free_flake_bake(emitter) -> None:
         bpy.ops.ptcache.free_bake()       # clears Blender's baked flag
     cache.use_external = True
     emitter.update_tag()
+
+
+def baked_range(emitter):
+    """(first, last) frame Blender shows of the flake cache, or None when none is baked."""
+    if gn_flakes.is_gn_flakes(emitter):
+        return gn_flakes.baked_range(emitter)
+    cache = flake_particle_system(emitter).point_cache
+    return (cache.frame_start, cache.frame_end) if cache.is_baked else None
 
 
 def _cached_frames(emitter) -> list[int]:
@@ -431,7 +461,11 @@ def read_flake_frame(emitter, frame: int) -> np.ndarray:
 
 def evaluate_flakes(emitter, frame: float):
     """Blender's evaluation of the flakes at a (sub)frame: positions (N,3) float32 m,
-    velocities (N,3) float32 m/s and alive (N,) bool (False: unborn or dead, not drawn)."""
+    velocities (N,3) float32 m/s and alive (N,) bool (False: unborn or dead, not drawn).
+    A Geometry Nodes bake gives its points (every one drawn; fewer than N where a
+    camera-culled bake wrote only the flakes in view: gn_flakes.evaluate)."""
+    if gn_flakes.is_gn_flakes(emitter):
+        return gn_flakes.evaluate(emitter, frame)
     scene = bpy.context.scene
     restore = (scene.frame_current, scene.frame_subframe)
     whole = int(np.floor(frame))

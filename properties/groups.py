@@ -202,6 +202,8 @@ def pin_legacy_cache_folders(*_args):
             continue
         paths = [system.point_cache.filepath.replace("\\", "/")
                  for system in emitter.particle_systems]
+        # Flakes baked as a Geometry Nodes bake (Blender 4.2-4.5): their folder.
+        paths.append(str(emitter.get("snowfall_flake_bake_dir", "")).replace("\\", "/"))
         if any(path.startswith(LEGACY_CACHE_FOLDER + "/") for path in paths):
             props.cache_folder = LEGACY_CACHE_FOLDER
 

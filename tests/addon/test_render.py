@@ -56,9 +56,15 @@ else:                # new bakes: the snow surface reads the depth files itself
 mesh = terrain.evaluated_get(bpy.context.evaluated_depsgraph_get()).to_mesh()
 depth = np.zeros(len(mesh.vertices), np.float32)
 mesh.attributes["snow_depth"].data.foreach_get("value", depth)
-psys = bpy.data.objects["Snowfall Flakes"].evaluated_get(bpy.context.evaluated_depsgraph_get()).particle_systems[0]
-flakes = np.zeros(len(psys.particles) * 3, np.float32)
-psys.particles.foreach_get("location", flakes)
+depsgraph = bpy.context.evaluated_depsgraph_get()
+clouds = [i.object.data for i in depsgraph.object_instances if i.object.type == "POINTCLOUD"]
+if clouds:           # Blender 4.2-4.5: a Geometry Nodes bake of a point cloud
+    flakes = np.zeros(len(clouds[0].points) * 3, np.float32)
+    clouds[0].attributes["position"].data.foreach_get("vector", flakes)
+else:                # 5.x: a particle system reading its point cache
+    psys = bpy.data.objects["Snowfall Flakes"].evaluated_get(depsgraph).particle_systems[0]
+    flakes = np.zeros(len(psys.particles) * 3, np.float32)
+    psys.particles.foreach_get("location", flakes)
 np.savez({npz!r}, depth=depth, stored=stored, flakes=flakes.reshape(-1, 3))
 print("OK")
 """
