@@ -98,11 +98,12 @@ def bake(scene_name: str, flakes: int, frames: int, backend: str, folder: str,
 
 
 def engine_bake(preset_name: str, flakes: int | None, frames: int, backend: str, folder: str,
-                substeps: int = 1) -> dict:
+                substeps: int = 1, flake_format: str = "ptcache") -> dict:
     """A Blender-less bake of a preset through the add-on's writer-thread code: the bake
     thread's side as in BakeJob._write_frame (host copies, a checkpoint when one is due,
     one hand-off per frame), the writer's in FrameStore. Flake files are written in the
-    compressed layout Blender 5.x reads."""
+    compressed layout Blender 5.x reads (``flake_format`` "gn_bake": the Geometry Nodes
+    bake Blender 4.2-4.5 read)."""
     from snowfall.operators import frame_store, ptcache_format
     from snowfall.snow_addon import bake_cache
     from snowfall.snow_addon.presets import get_preset
@@ -116,12 +117,15 @@ def engine_bake(preset_name: str, flakes: int | None, frames: int, backend: str,
     fps = 1.0 / (settings.time_step * substeps)
     compression = ptcache_format.compression_for((5, 0, 0))
     step = frame_store.velocity_step_for(fps)
+    if flake_format == frame_store.GN_BAKE:
+        compression, step = None, None
     bake = bake_cache.BakeFolder(os.path.join(folder, preset_name))
     bake.start({"scene": preset_name, "frame_start": 1, "frame_end": frames,
                 "substeps": substeps, "fps": fps, "blender": None})
     record = bake_cache.CommitRecord()
     store = frame_store.FrameStore(bake, bake.flake_dir, compression, step,
-                                   sim.heightmap.height.astype(np.float32), record)
+                                   sim.heightmap.height.astype(np.float32), record,
+                                   flake_format=flake_format)
     writer = bake_cache.BakeWriter()
     seconds = {"simulation": 0.0, "output": 0.0, "flush": 0.0}
     respawns = [sim.flake_respawn_counts()]
@@ -168,7 +172,8 @@ def engine_bake(preset_name: str, flakes: int | None, frames: int, backend: str,
 def _result(scene, sim, snow, wall, simulation, output, flush, writer_busy, record,
             compression, step, route) -> dict:
     frames_written = len(record.flakes)
-    flake_bytes = sum(v[0] for v in record.flakes.values())
+    # [bytes, crc, name] per frame; a Geometry Nodes bake adds its JSON's bytes.
+    flake_bytes = sum(v[0] + (v[3] if len(v) > 3 else 0) for v in record.flakes.values())
     snow_bytes = sum(v[0] for v in record.snow.values())
     count = sim.settings.flake_count
     flake_frames = frames_written * count
@@ -182,7 +187,8 @@ def _result(scene, sim, snow, wall, simulation, output, flush, writer_busy, reco
             "output_ns_per_flake_frame": output * 1e9 / flake_frames,
             "simulation_ns_per_flake_frame": simulation * 1e9 / flake_frames,
             "writer_ns_per_flake_frame": writer_busy * 1e9 / flake_frames,
-            "compression": compression, "velocity_step": step}
+            "compression": compression, "velocity_step": step,
+            "flake_format": "gn_bake" if compression is None else "ptcache"}
 
 
 def main(argv=None) -> int:
@@ -192,6 +198,10 @@ def main(argv=None) -> int:
     parser.add_argument("--preset", help="bake this command-line preset without Blender "
                         "instead (snowfall presets lists them)")
     parser.add_argument("--substeps", type=int, default=1, help="steps per frame (--preset)")
+    parser.add_argument("--flake-format", default="ptcache", choices=("ptcache", "gn_bake"),
+                        help="flake files of --preset: the Zstd point cache of Blender 5.x, or "
+                        "the Geometry Nodes bake of 4.2-4.5 (--scene: the Blender running it "
+                        "decides)")
     parser.add_argument("--flakes", type=int, default=None,
                         help="flake count (default: 100000, or the preset's)")
     parser.add_argument("--frames", type=int, default=24)
@@ -207,7 +217,7 @@ def main(argv=None) -> int:
     try:
         if args.preset:
             result = engine_bake(args.preset, args.flakes, args.frames, args.backend, folder,
-                                 args.substeps)
+                                 args.substeps, args.flake_format)
         else:
             result = bake(args.scene, args.flakes or 100_000, args.frames, args.backend,
                           folder, args.snow)
@@ -228,7 +238,8 @@ def main(argv=None) -> int:
           f"ns/flake-frame, of which {result['final_flush_s']:.2f} s waiting for the writer at the "
           f"end); writer thread busy {result['writer_busy_s']:.2f} s "
           f"({result['writer_ns_per_flake_frame']:.0f} ns/flake-frame, in the background)")
-    print(f"  flake cache {result['flake_bytes_per_flake_frame']:.2f} B/flake-frame (uncompressed: "
+    print(f"  flake cache ({result['flake_format']}) {result['flake_bytes_per_flake_frame']:.2f} "
+          f"B/flake-frame (uncompressed point cache: "
           f"{UNCOMPRESSED_BYTES_PER_FLAKE}); snow {result['snow_bytes_per_frame'] / 1e3:.1f} KB/"
           f"frame; checkpoint {result['checkpoint_bytes'] / 1e6:.2f} MB (one kept)")
     print(f"  disk write speed (same folder, same run, fsync): {speed / 1e6:.0f} MB/s: the flake "
