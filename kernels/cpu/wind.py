@@ -116,6 +116,10 @@ def _advect(u, v, w, solid, blocks, inflow_x, inflow_y, inflow_sides, cell_size,
                 val = _interior(u, u_adv, solid, blocks, 0, correct, np.float32(src) * h, y, z,
                                 u[k, j, src], fy, fz, h, dt, zero, half, half, u[k, j, src],
                                 u_adv[k, j, src])
+                if i == 0:      # an outflow side: no backflow
+                    val = min(val, zero)
+                elif i == nx:
+                    val = max(val, zero)
             if (i > 0 and solid[k, j, i - 1] != 0) or (i < nx and solid[k, j, i] != 0):
                 val = zero
             u_out[k, j, i] = val
@@ -140,6 +144,10 @@ def _advect(u, v, w, solid, blocks, inflow_x, inflow_y, inflow_sides, cell_size,
                 val = _interior(v, v_adv, solid, blocks, 1, correct, x, np.float32(src) * h, z, fx,
                                 v[k, src, i], fz, h, dt, half, zero, half, v[k, src, i],
                                 v_adv[k, src, i])
+                if j == 0:      # an outflow side: no backflow
+                    val = min(val, zero)
+                elif j == ny:
+                    val = max(val, zero)
             if (j > 0 and solid[k, j - 1, i] != 0) or (j < ny and solid[k, j, i] != 0):
                 val = zero
             v_out[k, j, i] = val

@@ -175,6 +175,9 @@ __device__ __forceinline__ float advect_u(const float* __restrict__ u, const flo
         float y = ((float)j + 0.5f) * h, z = ((float)k + 0.5f) * h;
         val = interior<0, CORRECT>(u, ua, nx + 1, ny, nz, solid, blocks, nx, ny, nz, (float)src * h, y, z,
                                    fx, fy, fz, h, dt, 0.0f, 0.5f, 0.5f, fx, CORRECT ? __ldg(ua + f) : 0.0f);
+        // an outflow side: no backflow
+        if (i == 0) val = val < 0.0f ? val : 0.0f;
+        else if (i == nx) val = val > 0.0f ? val : 0.0f;
     }
     if ((i > 0 && SOLID(k, j, i - 1)) || (i < nx && SOLID(k, j, i))) val = 0.0f;
     return val;
@@ -205,6 +208,9 @@ __device__ __forceinline__ float advect_v(const float* __restrict__ u, const flo
         float x = ((float)i + 0.5f) * h, z = ((float)k + 0.5f) * h;
         val = interior<1, CORRECT>(v, va, nx, ny + 1, nz, solid, blocks, nx, ny, nz, x, (float)src * h, z,
                                    fx, fy, fz, h, dt, 0.5f, 0.0f, 0.5f, fy, CORRECT ? __ldg(va + f) : 0.0f);
+        // an outflow side: no backflow
+        if (j == 0) val = val < 0.0f ? val : 0.0f;
+        else if (j == ny) val = val > 0.0f ? val : 0.0f;
     }
     if ((j > 0 && SOLID(k, j - 1, i)) || (j < ny && SOLID(k, j, i))) val = 0.0f;
     return val;

@@ -242,6 +242,11 @@ def _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, adv
                                       velocity, offsets, h, dt))
     solid = solid.astype(bool)
     out = values[0]
+    # no backflow through an outflow side (zero gradient would let it feed itself)
+    if not x_minus:
+        out[:, :, 0] = np.minimum(out[:, :, 0], zero)
+    if not x_plus:
+        out[:, :, nx] = np.maximum(out[:, :, nx], zero)
     if x_minus:
         out[:, :, 0] = vx
     if x_plus:
@@ -255,6 +260,10 @@ def _advect(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, adv
     u_out[...] = out
 
     out = values[1]
+    if not y_minus:
+        out[:, 0, :] = np.minimum(out[:, 0, :], zero)
+    if not y_plus:
+        out[:, ny, :] = np.maximum(out[:, ny, :], zero)
     if y_minus:
         out[:, 0, :] = vy
     if y_plus:
