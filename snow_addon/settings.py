@@ -90,6 +90,14 @@ class SnowSettings:
     """Iteration cap of the pressure solve; the diagnostics say how far it got."""
     obstacle_refresh_steps: int = 24
     """Rebuild the solid-cell mask from terrain + snow every this many steps."""
+    wind_courant: float = 0.25
+    """Courant number the wind is stepped at (inflow speed with the strongest gust x wind
+    time step / cell size, at the time of each solve). The wind's time step is the
+    simulation's ``time_step`` times a whole number of steps (one wind solve every few
+    steps, up to 4) or divided into a whole number of sub-steps (up to 8), whichever comes
+    closest to it from below (``snow_addon.wind.wind_schedule``). The clamped MacCormack
+    advection keeps the speed-up over crests at Courant numbers up to about 0.25 and loses
+    most of it above 0.4 (docs/wind_solver.md)."""
 
     # --- flakes ----------------------------------------------------------------------
     flake_count: int = 100_000
@@ -207,6 +215,7 @@ class SnowSettings:
         finite("pressure_tolerance", 1e-4, 0.0, 0.5, low_open=True)
         positive_int("pressure_max_iterations", 100)
         positive_int("obstacle_refresh_steps", 24)
+        finite("wind_courant", 0.25, 0.0, 2.0, low_open=True)
         positive_int("flake_count", 100_000)
         if self.snow_type not in SNOW_TYPES:
             raise SnowInputError("snow_type", f"unknown snow type {self.snow_type!r}",

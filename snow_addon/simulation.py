@@ -1,7 +1,8 @@
 """The public engine API: build a simulation from settings and terrain arrays, step it,
 read its state. Composes the wind solver, the flakes and the snow cover; knows no bpy.
 
-Per step: wind (advect, solve, project) -> surface wind (with drift) -> flakes (sample,
+Per step: wind (advect, solve, project; ``wind_schedule``: every few steps by that many
+steps' time, or in sub-steps) -> surface wind (with drift) -> flakes (sample,
 integrate, collide, lift again where the wind blows snow, count hits, respawn) -> cover
 (deposit the hits, drift along the surface wind, redistribute); every
 ``obstacle_refresh_steps`` steps
@@ -23,7 +24,7 @@ from .flakes import FlakeSystem
 from .grid import WindGrid
 from .settings import SnowSettings
 from .terrain import Heightmap, build_heightmap, vertex_snow_depth
-from .wind import WindSolver, WindStepInfo
+from .wind import WindSolver, WindStepInfo, wind_schedule
 
 #: Share of the backend's free memory a bake may plan to use (the rest is headroom for
 #: allocator slack, temporaries and the host side).
@@ -156,6 +157,12 @@ class Simulation:
             self.flakes.initialize(self.wind, self.cover.height, self.cover.snow_depth)
         self.step_index = 0
         self.time = 0.0
+        #: the latest wind solve's schedule (``wind_schedule``): ``wind_substeps`` solves,
+        #: the next at step ``_next_wind_step`` = its step + ``wind_interval``
+        self.wind_interval, self.wind_substeps = 1, 1
+        self._next_wind_step = 0
+        #: wind solves so far in this process (not part of the state: for the benchmark)
+        self.wind_solves = 0
         self._last_wind: WindStepInfo | None = None
         # device copy of the hit total before the latest step: hits per step without a sync
         self._hit_total_before = self.cover.hit_total.copy()
@@ -171,8 +178,8 @@ class Simulation:
         for index in range(int(count)):
             if index == count - 1:
                 self._hit_total_before[...] = self.cover.hit_total
-            with timer.stage("wind"):
-                self._last_wind = self.wind.step(self.time, dt)
+            if self.step_index >= self._next_wind_step:
+                self._step_wind(dt)
             if self.flakes is not None:
                 lift = None
                 if self.drift is not None:
@@ -193,6 +200,18 @@ class Simulation:
                     if self.drift is not None:
                         self.drift.update_shelter(self.time)
         return self.diagnostics
+
+    def _step_wind(self, dt: float) -> None:
+        """Solve the wind on its schedule at this step: ``wind_substeps`` solves covering
+        ``wind_interval`` steps."""
+        interval, substeps = wind_schedule(self.settings, self.grid.cell_size, self.time)
+        self.wind_interval, self.wind_substeps = interval, substeps
+        wind_dt = interval * dt / substeps
+        for sub in range(substeps):
+            with self.timer.stage("wind"):
+                self._last_wind = self.wind.step(self.time + sub * wind_dt, wind_dt)
+            self.wind_solves += 1
+        self._next_wind_step = self.step_index + interval
 
     def _drift_step(self) -> None:
         self.drift.step(self.settings.time_step)
@@ -258,6 +277,7 @@ class Simulation:
         uninterrupted run exactly."""
         state = {"format_version": np.int64(STATE_FORMAT_VERSION),
                  "step_index": np.int64(self.step_index),
+                 "next_wind_step": np.int64(self._next_wind_step),
                  "hit_total_before": np.array(self.backend.to_host(self._hit_total_before))}
         for prefix, part in (("wind", self.wind), ("cover", self.cover), ("flakes", self.flakes),
                              ("drift", self.drift)):
@@ -305,6 +325,8 @@ class Simulation:
                 part.load_state_dict(split[name])
         self.step_index = int(state["step_index"])
         self.time = self.step_index * self.settings.time_step
+        # states saved before the wind had its own schedule: solve at the next step
+        self._next_wind_step = int(state.get("next_wind_step", self.step_index))
         if "hit_total_before" in state:
             self._hit_total_before[...] = self.backend.asarray(state["hit_total_before"])
 

@@ -112,6 +112,36 @@ def base_wind(settings, time: float) -> tuple[float, float]:
     return speed, heading
 
 
+#: Most simulation steps per wind solve, and most wind sub-steps per simulation step.
+MAX_WIND_INTERVAL = 4
+MAX_WIND_SUBSTEPS = 8
+
+
+def peak_inflow_speed(settings, time: float) -> float:
+    """The fastest inflow the storm blows at ``time`` s (m/s): the speed before gusts (the
+    keys or ``wind_speed``) with the strongest gust, speed * (1 + gust_strength)."""
+    speed, _heading = base_wind(settings, time)
+    return speed * (1.0 + float(settings.gust_strength))
+
+
+def wind_schedule(settings, cell_size: float, time: float) -> tuple[int, int]:
+    """(interval, substeps) of the wind solve at simulated ``time`` s: ``substeps`` solves
+    of ``interval * time_step / substeps`` s each, then none until ``interval`` steps
+    later, so that the Courant number of the inflow (``peak_inflow_speed`` at ``time``)
+    per solve comes as close to ``settings.wind_courant`` as whole numbers allow without
+    passing it (interval up to MAX_WIND_INTERVAL, substeps up to MAX_WIND_SUBSTEPS; one of
+    the two is 1). It depends on the wind at that time only, so a bake extended with more
+    wind keys repeats its first part. The flakes step every ``time_step`` and read the
+    latest wind."""
+    target = float(settings.wind_courant)
+    per_step = peak_inflow_speed(settings, time) * float(settings.time_step) / float(cell_size)
+    if per_step <= target:
+        if per_step <= 0.0:
+            return MAX_WIND_INTERVAL, 1
+        return max(1, min(MAX_WIND_INTERVAL, int(math.floor(target / per_step * (1 + 1e-9))))), 1
+    return 1, min(MAX_WIND_SUBSTEPS, int(math.ceil(per_step / target * (1 - 1e-9))))
+
+
 def inflow_at(settings, time: float) -> tuple[float, float]:
     """Inflow wind (vx, vy) in m/s at ``time`` s with gusts: gust keys every gust_period
     seconds, key n drawn with random_uniform(seed, n, 0, stream), linear in between:

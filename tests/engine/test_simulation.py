@@ -6,6 +6,7 @@ import pytest
 from snowfall.snow_addon import SnowInputError, SnowMemoryError, SnowSettings, Simulation
 from snowfall.snow_addon import simulation as simulation_module
 from snowfall.snow_addon.scenes import box_test, gaussian_hill
+from snowfall.snow_addon.wind import wind_schedule
 
 
 def small_settings(**changes):
@@ -100,6 +101,9 @@ def test_wind_only_simulation_has_no_flakes(hill):
     ({"pressure_solver": "magic"}, "pressure_solver"),
     ({"snow_type": "slush"}, "snow_type"),
     ({"redistribution_fraction": 0.5}, "redistribution_fraction"),
+    ({"wind_courant": 0.0}, "wind_courant"),
+    ({"wind_courant": float("nan")}, "wind_courant"),
+    ({"wind_courant": 5.0}, "wind_courant"),
 ])
 def test_bad_settings_name_the_setting(hill, changes, setting):
     with pytest.raises(SnowInputError) as info:
@@ -145,3 +149,59 @@ def test_rejected_state_leaves_the_simulation_unchanged(hill):
     wind_only = Simulation(small_settings(), *hill, backend="cpu", flakes=False)
     with pytest.raises(SnowInputError, match="flakes"):
         wind_only.load_state_dict(before)
+
+
+
+def test_wind_schedule_keeps_the_peak_inflow_courant_number_at_most_the_target():
+    def schedule(cell_size, time=0.0, **changes):
+        return wind_schedule(SnowSettings(**changes), cell_size, time)
+
+    # 4 m cells, 5 m/s with 30% gusts: Courant 0.068 per 1/24 s step -> a solve every 3 steps
+    assert schedule(4.0, wind_speed=5.0, gust_strength=0.3) == (3, 1)
+    # 2.5 m cells, 10 m/s with 20% gusts: 0.2 per step -> every step
+    assert schedule(2.5, wind_speed=10.0, gust_strength=0.2) == (1, 1)
+    # 0.5 m cells, 10 m/s with 20% gusts: 1.0 per step -> 4 sub-steps of 0.25
+    assert schedule(0.5, wind_speed=10.0, gust_strength=0.2) == (1, 4)
+    assert schedule(0.5, wind_speed=10.0, gust_strength=0.2, wind_courant=1.0) == (1, 1)
+    # the wind at that time counts (keys: 2 m/s at 0 s, 12 m/s from 5 s); caps on both sides
+    keys = ((0.0, 2.0, 0.0), (5.0, 12.0, 0.0))
+    assert schedule(0.5, 0.0, wind_keys=keys, gust_strength=0.0) == (1, 1)
+    assert schedule(0.5, 5.0, wind_keys=keys, gust_strength=0.0) == (1, 4)
+    assert schedule(4.0, wind_speed=0.0) == (4, 1)
+    assert schedule(0.05, wind_speed=50.0) == (1, 8)
+
+
+def test_wind_solved_on_its_schedule_equals_a_wind_stepped_alone(hill):
+    """A solve every 3 steps advances the wind by 3 steps' time at steps 0, 3, 6, ... and
+    holds it in between; 3 sub-steps per step advance it 3 times by a third of a step.
+    Both give a wind stepped with that time step alone (to float32 rounding: the initial
+    obstacle projection scales by the frame's time step, which cancels only to rounding)."""
+    def wind_only(time_step, courant):
+        settings = small_settings(time_step=time_step, wind_courant=courant,
+                                  obstacle_refresh_steps=1000)
+        return Simulation(settings, *hill, backend="cpu", flakes=False)
+
+    # peak inflow 5.2 m/s over 2.5 m cells; target Courant number 0.6
+    plain = wind_only(0.25, 0.6)                  # 0.52 per step: every step
+    every_third = wind_only(1.0 / 12.0, 0.6)      # 0.17 per step: every third step
+    in_thirds = wind_only(0.75, 0.6)              # 1.56 per step: 3 sub-steps
+    fields = []
+    for _ in range(4):
+        every_third.step(1)
+        fields.append(every_third.wind_field().u.copy())
+    np.testing.assert_array_equal(fields[1], fields[0])
+    np.testing.assert_array_equal(fields[2], fields[0])
+    assert not np.array_equal(fields[3], fields[0])
+    assert every_third.wind_solves == 2
+    plain.step(3)                                 # 3 solves of 0.25 s
+    in_thirds.step(1)                             # 3 sub-steps of 0.25 s
+    assert (every_third.wind_interval, every_third.wind_substeps) == (3, 1)
+    assert (plain.wind_interval, plain.wind_substeps, plain.wind_solves) == (1, 1, 3)
+    assert (in_thirds.wind_interval, in_thirds.wind_substeps, in_thirds.wind_solves) == (1, 3, 3)
+    for name in ("u", "v", "w"):
+        np.testing.assert_allclose(getattr(in_thirds.wind_field(), name),
+                                   getattr(plain.wind_field(), name), rtol=1e-6, atol=1e-6)
+    one_solve = wind_only(0.75, 2.0)              # the same 0.75 s in one solve differs
+    one_solve.step(1)
+    assert one_solve.wind_solves == 1
+    assert not np.allclose(one_solve.wind_field().u, plain.wind_field().u, atol=1e-3)
