@@ -12,10 +12,11 @@ import numpy as np
 from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError
 from .grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
+from .terrain import fill_open_heights
 
 #: Device bytes per heightmap node: height, snow depth and its redistribution twin, deposit
-#: scale (float32), two hit-count buffers (int32), surface mask (1 byte).
-BYTES_PER_NODE = 4 * 6 + 1
+#: scale, the wind's filled height (float32), two hit-count buffers (int32), surface mask (1 byte).
+BYTES_PER_NODE = 4 * 7 + 1
 
 
 def nearest_node_areas(heightmap: HeightmapGrid, grid: WindGrid) -> np.ndarray:
@@ -86,6 +87,8 @@ class SnowCover:
         xp = backend.xp
         surface_height = np.where(has_surface, height, OPEN_HEIGHT).astype(np.float32)
         self.height = backend.asarray(surface_height)
+        #: the terrain as the wind sees it: open nodes take the nearest surface's height
+        self.wind_height = backend.asarray(fill_open_heights(surface_height, has_surface))
         self.has_surface = backend.asarray(has_surface.astype(bool))
         self.snow_depth = xp.zeros(hm.shape, dtype=xp.float32)
         self.hit_counts = xp.zeros(hm.shape, dtype=xp.int32)

@@ -145,7 +145,7 @@ class Simulation:
         self.cover = SnowCover(settings, self.heightmap, self.grid, self.backend)
         self.cover.timer = self.timer
         self.wind = WindSolver(settings, self.grid, self.backend)
-        self.wind.update_obstacles(self.cover.height, self.cover.snow_depth, self.heightmap.grid)
+        self.wind.update_obstacles(self.cover.wind_height, self.cover.snow_depth, self.heightmap.grid)
         self.drift: SnowDrift | None = None
         if settings.drift_enabled and flakes:
             self.drift = SnowDrift(settings, self.cover, self.grid, self.backend,
@@ -195,7 +195,7 @@ class Simulation:
             self.time = self.step_index * dt
             if self.step_index % self.settings.obstacle_refresh_steps == 0:
                 with timer.stage("obstacles"):
-                    self.wind.update_obstacles(self.cover.height, self.cover.snow_depth,
+                    self.wind.update_obstacles(self.cover.wind_height, self.cover.snow_depth,
                                                self.heightmap.grid)
                     if self.drift is not None:
                         self.drift.update_shelter(self.time)

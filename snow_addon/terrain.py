@@ -248,6 +248,36 @@ def build_heightmap(vertices, triangles, resolution: int, backend_name: str = "c
                      float(surface_heights.max()))
 
 
+def fill_open_heights(height, has_surface) -> np.ndarray:
+    """Heights (ny, nx) float32 m where every node without a surface (outside the mesh, or
+    in a hole) takes the mean of its surface or already filled 4-neighbours, ring by ring
+    outward from the surface: the terrain continued past its edges for the wind, whose
+    grid covers whole cells and so may reach past the mesh (an open node there would be an
+    open slot down to the wind grid's bottom beside the terrain). Unchanged when every node
+    has a surface or none has."""
+    height = np.asarray(height, dtype=np.float32)
+    known = np.asarray(has_surface, dtype=bool).copy()
+    filled = np.where(known, height, np.float32(0.0)).astype(np.float32)
+    if known.all() or not known.any():
+        return height.copy()
+    while not known.all():
+        total = np.zeros(filled.shape, np.float32)
+        count = np.zeros(filled.shape, np.float32)
+        for axis in (0, 1):
+            for shift in (1, -1):
+                neighbour = np.roll(known, shift, axis)
+                value = np.roll(filled, shift, axis)
+                edge = [slice(None)] * 2
+                edge[axis] = 0 if shift == 1 else -1      # np.roll wraps: no neighbour there
+                neighbour[tuple(edge)] = False
+                total += np.where(neighbour, value, np.float32(0.0))
+                count += neighbour
+        ring = ~known & (count > 0)
+        filled[ring] = total[ring] / count[ring]
+        known |= ring
+    return filled
+
+
 def _raise_too_big(grid, resolution, needed, available, box):
     gib = 1024.0**3
     xmin, ymin, xmax, ymax = box

@@ -374,3 +374,20 @@ def test_too_large_resolution_raises_memory_error_before_allocating(monkeypatch,
     with pytest.raises(SnowMemoryError) as info:
         build_heightmap(vertices, triangles, 64, backend_name)
     assert info.value.setting == "terrain" and info.value.suggestion
+
+
+def test_open_nodes_take_the_heights_of_the_surface_around_them():
+    from snowfall.snow_addon.terrain import fill_open_heights
+    height = np.full((5, 6), -1e30, np.float32)
+    surface = np.zeros((5, 6), bool)
+    height[1:4, 1:4] = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    surface[1:4, 1:4] = True
+    surface[2, 2] = False                  # a hole inside the mesh
+    filled = fill_open_heights(height, surface)
+    np.testing.assert_array_equal(filled[surface], height[surface])   # surface kept
+    assert filled[2, 2] == np.float32((2 + 4 + 6 + 8) / 4)            # the hole: its ring
+    assert filled[0, 2] == 2.0 and filled[2, 0] == 4.0                # edges continue outward
+    assert filled[2, 5] == filled[2, 4] == 6.0                        # two rings out
+    assert np.isfinite(filled).all() and (filled > 0).all()
+    all_open = fill_open_heights(height, np.zeros_like(surface))
+    np.testing.assert_array_equal(all_open, height)
