@@ -66,8 +66,9 @@ def test_frames_read_back_exactly(saved_scene):
     assert alive.all()
 
 
-@pytest.mark.skipif(bpy.app.version < (5, 0, 0), reason="Blender 4.2-4.5 read only LZO and "
-                    "LZMA; their flake files are written uncompressed (docs/particles.md)")
+@pytest.mark.skipif(bpy.app.version < (5, 0, 0), reason="Blender 4.2-4.5 read point caches "
+                    "only uncompressed or LZO/LZMA; their flakes are a Geometry Nodes bake, "
+                    "15 B per flake-frame (tests/addon/test_gn_flakes.py, docs/particles.md)")
 def test_frame_files_are_compact(saved_scene):
     """At most 16 bytes per flake-frame for engine-like frames (velocities of a few m/s),
     in the compressed layout this Blender reads."""
