@@ -274,18 +274,26 @@ def measure_ridge(sim, scene):
     zone("far upstream x <= -3 a", -edge / a + 0.1, -3.0)
     windward = zone("windward slope -2 a .. -0.5 a", -2.0, -0.5)
     crest = zone("crest |x| < 0.25 a", -0.25, 0.25)
+    crest_windward = zone("crest, windward half -0.25 a .. 0", -0.25, 0.0)
+    crest_lee = zone("crest, lee half 0 .. 0.25 a (the cornice edge)", 0.0, 0.25)
     zone("lee shoulder 0.25 a .. 0.75 a (cornice zone)", 0.25, 0.75)
     lee = zone("lee slope 0.5 a .. 2 a", 0.5, 2.0)
     zone("far downstream x >= 3 a", 3.0, edge / a - 0.1)
+    # the fetch upstream is scoured bare, so the snow that fell is the other yardstick
+    fallen = float(sim.settings.snowfall_rate) / 3600.0 * float(sim.time)
     derived = {
-        "H_m": H, "a_m": a, "reference_m": reference,
+        "H_m": H, "a_m": a, "reference_m": reference, "fallen_m": fallen,
+        "windward_over_fallen": _over(windward, fallen),
+        "crest_windward_half_over_fallen": _over(crest_windward, fallen),
+        "crest_lee_half_over_fallen": _over(crest_lee, fallen),
+        "lee_over_fallen": _over(lee, fallen),
         "windward_over_far": _over(windward, reference),
         "crest_over_far": _over(crest, reference),
         "lee_over_far": _over(lee, reference),
         "lee_over_windward": _over(lee, windward),
         "literature": "Gauer 2001, Lehning et al. 2008, Mott and Lehning 2010: windward "
-                      "slope and crest scoured (< 1), lee slope loaded (> 1), cornice at "
-                      "the crest's lee edge",
+                      "slope and crest scoured (< 1 of the snow that fell), lee slope loaded "
+                      "(> 1), cornice at the crest's lee edge",
     }
     profile = _profile(depth, strip, xx / a, -math.floor(edge / a), math.floor(edge / a), 0.25)
     return rows, derived, {"axis": "x in half-widths a (crest at 0)", "bins": profile}
