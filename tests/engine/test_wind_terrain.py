@@ -1,8 +1,10 @@
 """Wind over terrain against potential flow: the speed-up over crests survives at steady
 state (no slow layer that grows with time), measured in the first open cells after two
-flow-through times. The solver is inviscid and free-slip at obstacles (advection samples
-only open faces, with a MacCormack correction); potential flow is the reference for an
-attached inviscid flow. docs/wind_solver.md records the figures."""
+flow-through times. Each test runs on the Numba CPU build and, gpu-marked, on the CUDA
+one; the short ones also on the NumPy reference. The solver is inviscid and free-slip at
+obstacles (advection samples only open faces, with a MacCormack correction); potential
+flow is the reference for an attached inviscid flow. docs/wind_solver.md records the
+figures."""
 import numpy as np
 import pytest
 
@@ -10,6 +12,12 @@ from snowfall.snow_addon import Simulation, SnowSettings
 from snowfall.snow_addon.scenes import grid_mesh, snow_fence
 
 SPEED = 5.0
+#: the backends every test runs on (the GPU where CuPy has a device)
+BACKENDS = pytest.mark.parametrize("backend_name",
+                                   ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+#: ... and the NumPy reference for the short ones
+ALL_BACKENDS = pytest.mark.parametrize("backend_name", ["cpu", "numpy",
+                                                        pytest.param("gpu", marks=pytest.mark.gpu)])
 
 
 def _settings(**changes):
@@ -30,12 +38,12 @@ def _crest_speed(sim, x=0.0, y=0.0):
     return field.u[k, j, i] / SPEED, height
 
 
-def _agnesi(height, half_width, length=96.0, width=4.0, sky=28.0, **changes):
+def _agnesi(height, half_width, length=96.0, width=4.0, sky=28.0, backend="cpu", **changes):
     x = np.linspace(-0.5 * length, 0.5 * length, 385)
     y = np.linspace(-0.5 * width, 0.5 * width, 17)
     z = np.broadcast_to(height / (1.0 + (x / half_width) ** 2), (y.size, x.size))
     settings = _settings(heightmap_resolution=384, sky_height=sky, **changes)
-    return Simulation(settings, *grid_mesh(x, y, z), backend="cpu", flakes=False), length
+    return Simulation(settings, *grid_mesh(x, y, z), backend=backend, flakes=False), length
 
 
 def _linear_theory(height, half_width, above):
@@ -55,22 +63,26 @@ def _after_flow_throughs(advection, height, half_width, counts=(1, 2), **changes
 
 
 @pytest.mark.slow
-def test_gentle_ridge_keeps_its_potential_flow_speed_up_at_steady_state():
+@BACKENDS
+def test_gentle_ridge_keeps_its_potential_flow_speed_up_at_steady_state(backend_name):
     """Witch of Agnesi ridge, H = 4 cells, half-width 16 cells: after two flow-through
     times the first open cell over the crest runs within 15% of linearised potential flow
     and has not slowed since the first; the theses' first-order advection alone falls
     clearly below it there (its numerical viscosity grows the slow layer this guards)."""
     height, half_width = 4.0, 16.0
-    (one, _), (two, z) = _after_flow_throughs("maccormack", height, half_width)
+    (one, _), (two, z) = _after_flow_throughs("maccormack", height, half_width,
+                                              backend=backend_name)
     expected = _linear_theory(height, half_width, z - height)
     assert abs(two - expected) <= 0.15 * expected
     assert two >= 0.95 * one
-    [(first_order, _)] = _after_flow_throughs("semi_lagrangian", height, half_width, (2,))
+    [(first_order, _)] = _after_flow_throughs("semi_lagrangian", height, half_width, (2,),
+                                              backend=backend_name)
     assert first_order < two - 0.03
 
 
 @pytest.mark.slow
-def test_wind_schedule_keeps_the_crest_speed_up_at_any_frame_time_step():
+@BACKENDS
+def test_wind_schedule_keeps_the_crest_speed_up_at_any_frame_time_step(backend_name):
     """The crest speed-up of the clamped MacCormack step falls when the wind's Courant
     number per solve grows (over this ridge after two flow-through times: 1.229 U at 0.21,
     1.05 at 0.42, 0.98 at 0.62, 0.94 at 0.83): a 1/6 s step (Courant 0.83) stepped in one
@@ -80,16 +92,17 @@ def test_wind_schedule_keeps_the_crest_speed_up_at_any_frame_time_step():
     reference: the staircase's corners then grow jets, 1.66 U over the crest.)"""
     height, half_width = 4.0, 16.0
     [(long_steps, z)] = _after_flow_throughs("maccormack", height, half_width, (2,),
-                                             time_step=4.0 / 24.0, wind_courant=1.0)
+                                             time_step=4.0 / 24.0, wind_courant=1.0,
+                                             backend=backend_name)
     [(sub_steps, _)] = _after_flow_throughs("maccormack", height, half_width, (2,),
-                                            time_step=4.0 / 24.0)
+                                            time_step=4.0 / 24.0, backend=backend_name)
     expected = _linear_theory(height, half_width, z - height)
     assert abs(sub_steps - expected) <= 0.15 * expected
     assert long_steps < 0.9 * expected
     [(every_step, _)] = _after_flow_throughs("maccormack", height, half_width, (2,),
-                                             time_step=1.0 / 24.0)
+                                             time_step=1.0 / 24.0, backend=backend_name)
     [(every_third, _)] = _after_flow_throughs("maccormack", height, half_width, (2,),
-                                              time_step=1.0 / 72.0)
+                                              time_step=1.0 / 72.0, backend=backend_name)
     assert abs(every_third - every_step) <= 0.02 * every_step
 
 
@@ -112,7 +125,8 @@ def _linear_theory_3d(terrain, depth, above, extent, samples=512):
 
 
 @pytest.mark.slow
-def test_gentle_3d_hill_keeps_its_potential_flow_speed_up_at_steady_state():
+@BACKENDS
+def test_gentle_3d_hill_keeps_its_potential_flow_speed_up_at_steady_state(backend_name):
     """A Gaussian hill, H = 3 cells, sigma = 10 cells (3D: air also flows round it): after
     two flow-through times the first open cell over the top runs within 15% of linearised
     potential flow (Fourier solution under the grid's lid) and has not slowed since the
@@ -125,7 +139,8 @@ def test_gentle_3d_hill_keeps_its_potential_flow_speed_up_at_steady_state():
     x = np.linspace(-0.5 * length, 0.5 * length, 321)
     xx, yy = np.meshgrid(x, x)
     settings = _settings(heightmap_resolution=320, sky_height=24.0)
-    sim = Simulation(settings, *grid_mesh(x, x, hill(xx, yy)), backend="cpu", flakes=False)
+    sim = Simulation(settings, *grid_mesh(x, x, hill(xx, yy)), backend=backend_name,
+                     flakes=False)
     flow_through = int(round(length / SPEED / settings.time_step))
     sim.step(flow_through)
     one, _ = _crest_speed(sim)
@@ -152,7 +167,8 @@ def test_uniform_wind_over_a_flat_plane_stays_uniform_with_maccormack():
     np.testing.assert_allclose(field.w[2:], 0.0, atol=1e-4)
 
 
-def test_wind_past_a_fence_with_open_sides_stays_bounded():
+@ALL_BACKENDS
+def test_wind_past_a_fence_with_open_sides_stays_bounded(backend_name):
     """A solid fence across a strip whose sides run parallel to the wind: those sides are
     open (p = 0, zero-gradient faces). Air that the fence pushes out of them is drawn back
     in behind it, and a zero-gradient face that lets that backflow in fed it back to
@@ -163,7 +179,7 @@ def test_wind_past_a_fence_with_open_sides_stays_bounded():
     settings = SnowSettings(wind_speed=10.0, gust_strength=0.2, gust_direction_jitter=5.0,
                             heightmap_resolution=161, wind_cell_size=0.5, sky_height=8.0,
                             seed=1)
-    sim = Simulation(settings, *terrain, backend="cpu", flakes=False)
+    sim = Simulation(settings, *terrain, backend=backend_name, flakes=False)
     assert not settings.side_walls
     for _ in range(6):
         sim.step(24)
@@ -171,7 +187,8 @@ def test_wind_past_a_fence_with_open_sides_stays_bounded():
         assert np.abs(field.u).max() < 30.0 and np.abs(field.w).max() < 30.0
 
 
-def test_wind_columns_past_the_mesh_edge_are_not_open_slots():
+@ALL_BACKENDS
+def test_wind_columns_past_the_mesh_edge_are_not_open_slots(backend_name):
     """The wind grid covers whole cells, so it can reach past the mesh (here a 24 x 4.3 m
     plane under 1 m cells: a fifth row of columns over nodes with no surface). Those
     columns continue the terrain instead of opening a slot to the grid's bottom, and a
@@ -179,7 +196,8 @@ def test_wind_columns_past_the_mesh_edge_are_not_open_slots():
     x = np.linspace(-12.0, 12.0, 97)
     y = np.linspace(0.0, 4.3, 18)
     sim = Simulation(_settings(heightmap_resolution=97, sky_height=8.0),
-                     *grid_mesh(x, y, np.zeros((y.size, x.size))), backend="cpu", flakes=False)
+                     *grid_mesh(x, y, np.zeros((y.size, x.size))), backend=backend_name,
+                     flakes=False)
     assert sim.grid.ny * sim.grid.cell_size > 4.3 + sim.heightmap.grid.spacing / 2
     solid = sim.solid_mask()
     np.testing.assert_array_equal(solid, solid[:, :1, :1] * np.ones_like(solid))
