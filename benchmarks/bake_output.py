@@ -123,12 +123,15 @@ def engine_bake(preset_name: str, flakes: int | None, frames: int, backend: str,
     bake.start({"scene": preset_name, "frame_start": 1, "frame_end": frames,
                 "substeps": substeps, "fps": fps, "blender": None})
     record = bake_cache.CommitRecord()
+    respawns = flake_format != frame_store.GN_BAKE
     store = frame_store.FrameStore(bake, bake.flake_dir, compression, step,
                                    sim.heightmap.height.astype(np.float32), record,
-                                   flake_format=flake_format)
+                                   flake_format=flake_format,
+                                   respawn_counts=sim.flake_respawn_counts() if respawns
+                                   else None)
+    copier = frame_store.FlakeCopier(sim.flakes, respawns=respawns)
     writer = bake_cache.BakeWriter()
     seconds = {"simulation": 0.0, "output": 0.0, "flush": 0.0}
-    respawns = [sim.flake_respawn_counts()]
     checkpoint = {"time": time.perf_counter(), "frame": None}
 
     def snapshot(frame):
@@ -138,12 +141,10 @@ def engine_bake(preset_name: str, flakes: int | None, frames: int, backend: str,
     def hand_off(frame):
         started = time.perf_counter()
         depth = sim.snow_depth()
-        counts = sim.flake_respawn_counts()
-        respawned, respawns[0] = counts != respawns[0], counts
+        flakes = copier.copy()
         state = snapshot(frame) if frame == 1 or time.perf_counter() - checkpoint["time"] \
             >= 1.0 else None
-        writer.submit(store.store_frame, frame, sim.flake_positions(), sim.flake_velocities(),
-                      respawned, depth, state, "")
+        writer.submit(store.store_host_frame, frame, flakes, depth, state, "")
         seconds["output"] += time.perf_counter() - started
 
     started_all = time.perf_counter()

@@ -40,7 +40,7 @@ from ..snow_addon.settings import SnowSettings
 from ..properties import (DEFAULT_CACHE_FOLDER, cache_folder_setting,  # noqa: F401
                           resume_available, terrain_objects, to_snow_settings, unit_scale)
 from . import gn_bake_format, gn_flakes, particle_output, snow_output, snow_surface
-from .frame_store import GN_BAKE, PTCACHE, FrameStore, flake_file_name
+from .frame_store import GN_BAKE, PTCACHE, FlakeCopier, FrameStore, flake_file_name
 from .scene_io import read_terrain, resolve_cache_folder
 
 FLAKE_EMITTER_NAME = "Snowfall Flakes"
@@ -211,15 +211,21 @@ class BakeJob:
             props.baked_frame_start = self.frame_start
         self.flake_dir = particle_output.cache_directory(self.emitter)
         # The writer thread's half (no bpy): it fills self.record as frames reach the disk.
-        self.store = FrameStore(self.folder, self.flake_dir, self.compression,
-                                self.velocity_step, self.sim.heightmap.height.astype(np.float32),
-                                self.record, self.view, self.flake_format)
         particle_output.ensure_info_file(self.emitter, settings.flake_count)
         self._velocity_scale = np.float32(particle_output.velocity_scale(scene, self.emitter)
                                           / self.scale)
+        # Only the point cache marks respawned flakes (frame_store.FrameStore.store_frame).
+        respawns = self.flake_format != GN_BAKE
+        self.store = FrameStore(self.folder, self.flake_dir, self.compression,
+                                self.velocity_step, self.sim.heightmap.height.astype(np.float32),
+                                self.record, self.view, self.flake_format,
+                                unit_scale=self.scale, velocity_scale=self._velocity_scale,
+                                respawn_counts=self.sim.flake_respawn_counts() if respawns
+                                else None)
+        #: The bake thread's copy of each frame's flakes into reused host buffers.
+        self._flake_copier = FlakeCopier(self.sim.flakes, respawns=respawns)
         props.backend_used = self.sim.backend.name
         props.backend_reason = self.sim.backend.reason
-        self._respawns = self.sim.flake_respawn_counts()
         self.substep = 0
         self.frames_done = 0
         self.frames_total = self.frame_end - self.frame
@@ -443,21 +449,15 @@ class BakeJob:
             for part in self.parts:
                 snow_output.write_snow_frame(part.obj, frame,
                                              _vertex_depth(sim, depth, part.vertices))
-        respawns = sim.flake_respawn_counts()
-        respawned = respawns != self._respawns
-        self._respawns = respawns
-        positions = sim.flake_positions()
-        if self.scale != 1.0:
-            positions /= np.float32(self.scale)
-        velocities = sim.flake_velocities()
-        if self._velocity_scale != 1.0:
-            velocities *= self._velocity_scale
+        # The flakes' engine arrays as they are (the writer scales them, orders them into
+        # (N, 3) and finds the respawns).
+        flakes = self._flake_copier.copy()
         state = None
         if first or time.perf_counter() - self._checkpoint_time >= self.checkpoint_seconds:
             state = self._snapshot(frame)
         try:
-            self.writer.submit(self.store.store_frame, frame, positions, velocities, respawned,
-                               depth, state, self.fingerprint(frame) if state else "")
+            self.writer.submit(self.store.store_host_frame, frame, flakes, depth, state,
+                               self.fingerprint(frame) if state else "")
         except Exception as error:
             raise self._write_error(error) from None
         props = self.scene.snowfall

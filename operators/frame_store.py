@@ -75,6 +75,63 @@ def encode_flake_frame(positions, velocities, births, compression: int,
          ptcache_format.BPHYS_DATA_TIMES: times}, count, compression)
 
 
+#: FlakeSystem arrays a frame's host copy holds, one row each (respawn_count as uint32).
+_PLANES = ("pos_x", "pos_y", "pos_z", "vel_x", "vel_y", "vel_z", "respawn_count")
+
+
+class HostFlakes:
+    """One frame's flakes copied to the host by the bake thread, for the writer thread: the
+    engine's planar arrays in a buffer of a pool that ``take`` returns it to (``planes``), or
+    finished arrays in flake-id order (``arrays``: where the engine does not hold its flakes
+    in id order on the host, e.g. on a GPU, which orders them before the copy)."""
+
+    __slots__ = ("planes", "arrays", "pool")
+
+    def __init__(self, planes=None, arrays=None, pool=None):
+        self.planes, self.arrays, self.pool = planes, arrays, pool
+
+    def take(self):
+        """(positions (N,3) float32, velocities (N,3) float32, respawn counts (N,) uint32 or
+        None): new arrays; the buffer goes back to its pool (writer thread)."""
+        if self.planes is None:
+            return self.arrays
+        planes = self.planes
+        positions = np.stack((planes[0], planes[1], planes[2]), axis=-1)
+        velocities = np.stack((planes[3], planes[4], planes[5]), axis=-1)
+        counts = planes[6].view(np.uint32).copy() if len(planes) > 6 else None
+        self.planes = None
+        self.pool.append(planes)      # list.append: atomic; the bake thread pops
+        return positions, velocities, counts
+
+
+class FlakeCopier:
+    """The bake thread's copy of a frame's flakes (``copy``): one contiguous copy of each
+    engine array into a reused host buffer; stacking into (N,3), scaling and the respawn
+    comparison are the writer's (``FrameStore.store_host_frame``). ``respawns``: copy the
+    respawn counts (the point cache marks respawned flakes; the Geometry Nodes bake does not
+    need them)."""
+
+    def __init__(self, flakes, respawns: bool = True):
+        self.flakes = flakes
+        self.rows = len(_PLANES) if respawns else len(_PLANES) - 1
+        #: Buffers the writer has finished with (it appends, this thread pops).
+        self.pool: list = []
+
+    def copy(self) -> HostFlakes:
+        flakes = self.flakes
+        if flakes.backend.is_gpu or not flakes.in_id_order:
+            counts = flakes.respawn_counts() if self.rows > 6 else None
+            return HostFlakes(arrays=(flakes.positions(), flakes.velocities(), counts))
+        try:
+            planes = self.pool.pop()
+        except IndexError:
+            planes = np.empty((self.rows, flakes.count), np.float32)
+        for row, name in zip(planes, _PLANES):
+            value = getattr(flakes, name)
+            np.copyto(row.view(value.dtype), value)
+        return HostFlakes(planes=planes, pool=self.pool)
+
+
 def in_camera_view(positions, view: dict) -> np.ndarray:
     """(N,) bool: which positions (N,3), scene units, lie in ``view`` (camera_view)."""
     matrix = np.asarray(view["matrix"], dtype=np.float64)
@@ -97,13 +154,20 @@ class FrameStore:
     heightmap's ground heights (float32, written beside each frame's depth); ``record``:
     the CommitRecord this store keeps up to date (its ``complete`` is the last frame whose
     files are all on disk); ``view``: a camera view (write only the flakes in it) or None;
-    ``flake_format``: PTCACHE (``compression`` and ``velocity_step`` apply) or GN_BAKE."""
+    ``flake_format``: PTCACHE (``compression`` and ``velocity_step`` apply) or GN_BAKE;
+    ``unit_scale`` and ``velocity_scale``: what ``store_host_frame`` divides positions and
+    multiplies velocities by; ``respawn_counts``: the flakes' respawn counts at the frame
+    before the first that ``store_host_frame`` gets (None: no respawn marks)."""
 
     def __init__(self, folder, flake_dir: str, compression: int, velocity_step,
-                 ground, record, view=None, flake_format: str = PTCACHE):
+                 ground, record, view=None, flake_format: str = PTCACHE,
+                 unit_scale: float = 1.0, velocity_scale: float = 1.0, respawn_counts=None):
         self.folder, self.flake_dir, self.flake_format = folder, flake_dir, flake_format
         self.compression, self.velocity_step = compression, velocity_step
         self.ground, self.record, self.view = ground, record, view
+        self.unit_scale = np.float32(unit_scale)
+        self.velocity_scale = np.float32(velocity_scale)
+        self.respawn_counts = respawn_counts
         #: The newest frame's flakes (frame, positions, velocities, visible), written once
         #: the next frame says which of them respawn.
         self.pending = None
@@ -137,6 +201,20 @@ class FrameStore:
         size, crc = bake_cache.write_atomic(os.path.join(self.flake_dir, name), chunks)
         self.record.flakes[frame] = [size, crc, name]
 
+    def store_host_frame(self, frame, flakes: HostFlakes, depth, state, fingerprint) -> None:
+        """``store_frame`` of a frame the bake thread copied with a FlakeCopier: scaled, and
+        the respawns found against the previous frame's counts, here on the writer thread."""
+        positions, velocities, counts = flakes.take()
+        if self.unit_scale != 1.0:
+            positions /= self.unit_scale
+        if self.velocity_scale != 1.0:
+            velocities *= self.velocity_scale
+        respawned = None
+        if counts is not None and self.respawn_counts is not None:
+            respawned = counts != self.respawn_counts
+        self.respawn_counts = counts
+        self.store_frame(frame, positions, velocities, respawned, depth, state, fingerprint)
+
     def store_frame(self, frame, positions, velocities, respawned, depth, state,
                     fingerprint) -> None:
         """Frame ``frame``: the previous frame's flakes (now that ``respawned`` is known),
@@ -149,7 +227,8 @@ class FrameStore:
             if previous == frame - 1:
                 # Hidden from f-1 until f (no streak under motion blur): flakes that respawn
                 # at f, and flakes that leave the camera's view at f.
-                births[respawned] = float(frame)
+                if respawned is not None:
+                    births[respawned] = float(frame)
                 if visible is not None:
                     births[~visible] = float(frame)
             self.write_flakes(previous, old_positions, old_velocities, births, old_visible)
