@@ -423,9 +423,8 @@ def benchmark_scene(name: str, args, copy_bytes_per_s: float) -> dict:
         # over the profiled steps.
         runs = {"obstacles": refreshes, "wind": wind_runs}.get(stage.split(".")[0],
                                                                profile_steps)
-        entry = {"ms_per_step": seconds / profile_steps * 1e3,
-                 "ms_per_run": seconds / max(runs, 1) * 1e3}
         per_run = seconds / max(runs, 1)
+        entry = {"ms_per_step": seconds / profile_steps * 1e3, "ms_per_run": per_run * 1e3}
         nbytes = stage_bytes(stage, size)
         if nbytes is not None and per_run > 0 and runs > 0:
             entry.update(bytes=nbytes, bandwidth=nbytes / per_run,

@@ -15,7 +15,8 @@ from .grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
 from .terrain import fill_open_heights
 
 #: Device bytes per heightmap node: height, snow depth and its redistribution twin, deposit
-#: scale, the wind's filled height (float32), two hit-count buffers (int32), surface mask (1 byte).
+#: scale, the wind's filled height where nodes lack a surface (float32), two hit-count buffers
+#: (int32), surface mask (1 byte).
 BYTES_PER_NODE = 4 * 7 + 1
 
 
@@ -88,7 +89,9 @@ class SnowCover:
         surface_height = np.where(has_surface, height, OPEN_HEIGHT).astype(np.float32)
         self.height = backend.asarray(surface_height)
         #: the terrain as the wind sees it: open nodes take the nearest surface's height
-        self.wind_height = backend.asarray(fill_open_heights(surface_height, has_surface))
+        #: (the same array as ``height`` when every node has a surface)
+        self.wind_height = self.height if has_surface.all() else \
+            backend.asarray(fill_open_heights(surface_height, has_surface))
         self.has_surface = backend.asarray(has_surface.astype(bool))
         self.snow_depth = xp.zeros(hm.shape, dtype=xp.float32)
         self.hit_counts = xp.zeros(hm.shape, dtype=xp.int32)

@@ -257,9 +257,9 @@ def fill_open_heights(height, has_surface) -> np.ndarray:
     has a surface or none has."""
     height = np.asarray(height, dtype=np.float32)
     known = np.asarray(has_surface, dtype=bool).copy()
-    filled = np.where(known, height, np.float32(0.0)).astype(np.float32)
     if known.all() or not known.any():
         return height.copy()
+    filled = np.where(known, height, np.float32(0.0)).astype(np.float32)
     while not known.all():
         total = np.zeros(filled.shape, np.float32)
         count = np.zeros(filled.shape, np.float32)
