@@ -135,7 +135,8 @@ class SnowDrift:
         """Read the surface wind of ``wind`` (a WindSolver) per column and the storm's
         heading at simulated ``time`` s (the heading tells lee eddies apart): what this
         step's blowing snow (``lift_arguments``) and transport (``step``) use."""
-        self.kernels.surface_wind(wind.u, wind.v, wind.w, wind.solid, self.wind_x, self.wind_y)
+        self.kernels.surface_wind(wind.u, wind.v, wind.w, wind.fractions, self.wind_x,
+                                  self.wind_y)
         _speed, heading = base_wind(self.settings, time)
         self.heading = (math.cos(math.radians(heading)), math.sin(math.radians(heading)))
 

@@ -21,6 +21,7 @@ SOR5_RELAXATION = (1.7, 1.5, 1.2, 1.1, 1.1)
 
 PRESSURE_SOLVERS = ("mgpcg", "sor5")
 ADVECTION_SCHEMES = ("maccormack", "semi_lagrangian")
+WIND_BOUNDARIES = ("cut_cells", "voxels")
 SNOW_TYPES = ("dry", "wet")
 
 
@@ -84,6 +85,12 @@ class SnowSettings:
     """Wind self-advection: "maccormack" (semi-Lagrangian plus a clamped MacCormack
     correction; keeps the speed-up over crests) or "semi_lagrangian" (first order, the
     theses' scheme; its numerical viscosity grows a slow layer over terrain)."""
+    wind_boundary: str = "cut_cells"
+    """How the terrain meets the wind: "cut_cells" (every face open by the share of it
+    above the terrain: the wind follows slopes, with the potential flow's speed-up over a
+    crest) or "voxels" (a cell is solid when its centre lies below the terrain: a
+    staircase, whose corners slow the wind over crests and band it on slopes; the
+    engine's model before cut cells). docs/wind_solver.md compares them."""
     pressure_tolerance: float = 1e-4
     """Relative residual ||b - A p|| / ||b|| at which the pressure solve stops."""
     pressure_max_iterations: int = 100
@@ -212,6 +219,9 @@ class SnowSettings:
         if self.advection not in ADVECTION_SCHEMES:
             raise SnowInputError("advection", f"unknown scheme {self.advection!r}",
                                  " or ".join(repr(s) for s in ADVECTION_SCHEMES))
+        if self.wind_boundary not in WIND_BOUNDARIES:
+            raise SnowInputError("wind_boundary", f"unknown boundary {self.wind_boundary!r}",
+                                 " or ".join(repr(s) for s in WIND_BOUNDARIES))
         finite("pressure_tolerance", 1e-4, 0.0, 0.5, low_open=True)
         positive_int("pressure_max_iterations", 100)
         positive_int("obstacle_refresh_steps", 24)

@@ -236,12 +236,14 @@ def _scaled_transfers(index, shape, factors, coarse_vcycle_cells) -> bool:
 class _Level:
     """Arrays of one multigrid level: face coefficients, right-hand side, solution, residual."""
 
-    def __init__(self, xp, shape, factors, spacing, scaled_transfers, rhs=None, solution=None):
+    def __init__(self, xp, shape, factors, spacing, scaled_transfers, rhs=None, solution=None,
+                 binary=False):
         self.shape = shape
         self.factors = factors  # (fz, fy, fx)
         self.spacing = spacing  # cell size in fine cells (sz, sy, sx)
-        # the finest level's coefficients are 0/1: stored as uint8, a quarter of the traffic
-        dtype = np.uint8 if spacing == (1, 1, 1) else F32
+        # a finest level of 0/1 coefficients (voxels) is stored as uint8, a quarter of the
+        # traffic; cut cells have fractions
+        dtype = np.uint8 if binary and spacing == (1, 1, 1) else F32
         self.coef = tuple(xp.zeros(s, dtype) for s in _face_shapes(shape))
         self.rhs = rhs if rhs is not None else xp.zeros(shape, F32)
         self.solution = solution if solution is not None else xp.zeros(shape, F32)
@@ -252,7 +254,9 @@ class _Level:
 
 
 class WindSolver:
-    """Wind on the MAC grid of ``grid``: u, v, w (m/s), kinematic pressure (m^2/s^2), solid mask."""
+    """Wind on the MAC grid of ``grid``: u, v, w (m/s), kinematic pressure (m^2/s^2), the
+    faces' open fractions against the terrain, and the solid mask (cells whose centre lies
+    below the terrain: what the drift's surface wind and the preview read)."""
 
     def __init__(self, settings, grid, backend):
         settings.validate()
@@ -285,8 +289,12 @@ class WindSolver:
         # the pressure of the step before: the warm start extrapolates 2 p_n - p_(n-1)
         self.pressure_previous = xp.zeros(shape, F32)
         self.solid = xp.zeros(shape, np.uint8)
-        # open_blocks(solid): where the advection's samples need no mask (derived from solid
-        # by update_obstacles and load_state_dict; all open while nothing is solid)
+        self.cut_cells = settings.wind_boundary == "cut_cells"
+        # open area fraction of every face (u, v, w shapes): all open until update_obstacles
+        self.fractions = tuple(xp.ones(s, F32) for s in (u_shape, v_shape, w_shape))
+        self._block_tops = xp.zeros(shape[1:], F32)   # thin obstacles' tops (cut cells)
+        # open_blocks(fractions): where the advection's samples need no mask (derived by
+        # update_obstacles and load_state_dict; all open while nothing is closed)
         self._open_blocks = xp.full(shape, 7, np.uint8)
         self._rhs = xp.zeros(shape, F32)
         self._divergence = xp.zeros(shape, F32)
@@ -298,7 +306,8 @@ class WindSolver:
         for index, (level_shape, factors) in enumerate(multigrid_levels(shape)):
             scaled = _scaled_transfers(index, level_shape, factors, coarse_cells)
             if index == 0:  # the V-cycle preconditions the CG residual into z
-                self.levels.append(_Level(xp, level_shape, factors, spacing, scaled, self._r, self._z))
+                self.levels.append(_Level(xp, level_shape, factors, spacing, scaled, self._r,
+                                          self._z, binary=not self.cut_cells))
             else:
                 self.levels.append(_Level(xp, level_shape, factors, spacing, scaled))
             spacing = tuple(s * f for s, f in zip(spacing, factors))
@@ -316,20 +325,22 @@ class WindSolver:
         """Device bytes the solver allocates for ``grid``."""
         total = 0
         coarse_cells = COARSE_VCYCLE_CELLS
+        fine_coefficient = 4 if settings.wind_boundary == "cut_cells" else 1
         for index, (shape, factors) in enumerate(multigrid_levels(grid.shape)):
             cells = shape[0] * shape[1] * shape[2]
             faces = sum(a * b * c for a, b, c in _face_shapes(shape))
-            total += (1 if index == 0 else 4) * faces + 4 * cells * (1 if index == 0 else 3)
+            total += ((fine_coefficient if index == 0 else 4) * faces
+                      + 4 * cells * (1 if index == 0 else 3))
             if _scaled_transfers(index, shape, factors, coarse_cells):
                 total += 4 * cells
         cells = grid.cell_count
         faces = sum(a * b * c for a, b, c in _face_shapes(grid.shape))
-        # u, v, w and their advection buffers (two for MacCormack); pressure, previous
-        # pressure, rhs, divergence, 4 CG vectors; solid and open blocks plus the CG
-        # scalars (float64); the highest surface per column
-        buffers = 3 if settings.advection == "maccormack" else 2
+        # u, v, w, their advection buffers (two for MacCormack) and the open fractions;
+        # pressure, previous pressure, rhs, divergence, 4 CG vectors; solid and open blocks
+        # plus the CG scalars (float64); the highest surface and block top per column
+        buffers = 4 if settings.advection == "maccormack" else 3
         return (total + 4 * buffers * faces + 4 * 8 * cells + 2 * cells + 8 * SCALAR_SLOTS
-                + 4 * grid.nx * grid.ny)
+                + 8 * grid.nx * grid.ny)
 
     # --- inputs ------------------------------------------------------------------------
     def inflow(self, time: float) -> tuple[float, float]:
@@ -341,9 +352,11 @@ class WindSolver:
         arrays (ny, nx) float32 m on ``heightmap``, a HeightmapGrid) as solid, and whole
         columns up to a thin obstacle of the terrain inside them that no centre sees (a
         fence thinner than a cell: its top more than half a cell above the heights at this
-        and the neighbouring centres). When cells
-        changed and the solver is "mgpcg", the wind is made divergence free around the new
-        obstacles at once (see project_obstacles)."""
+        and the neighbouring centres); then the faces' open fractions: against that
+        surface, the thin obstacles' columns filled, with cut cells, or 0/1 from the solid
+        mask with voxels. When solid cells changed and the solver is "mgpcg", the wind is
+        made divergence free around the new obstacles at once (see project_obstacles); a
+        fraction that changes alone is left to the next step's solve."""
         for name, array in (("height", height), ("snow_depth", snow_depth)):
             if tuple(array.shape) != tuple(heightmap.shape):
                 raise SnowInputError(name, f"has shape {tuple(array.shape)} but the heightmap is"
@@ -363,14 +376,24 @@ class WindSolver:
                                         float(heightmap.spacing), float(g.x0), float(g.y0),
                                         float(g.z0), float(g.cell_size), self.solid,
                                         self._column_top)
-        self._wind.open_blocks(self.solid, self._open_blocks)
+        if self.cut_cells:
+            self._wind.block_tops(height, snow_depth, float(heightmap.x0), float(heightmap.y0),
+                                  float(heightmap.spacing), float(g.x0), float(g.y0),
+                                  float(g.cell_size), self._column_top, self._block_tops)
+            self._wind.face_fractions(height, snow_depth, float(heightmap.x0),
+                                      float(heightmap.y0), float(heightmap.spacing),
+                                      float(g.x0), float(g.y0), float(g.z0), float(g.cell_size),
+                                      self._block_tops, *self.fractions)
+        else:
+            self._wind.voxel_fractions(self.solid, *self.fractions)
+        self._wind.open_blocks(self.fractions, self._open_blocks)
         self._coefficients_for = None
         self.obstacle_projection = None
         if self.settings.pressure_solver == "mgpcg" and bool((before != self.solid).any()):
             self.obstacle_projection = self.project_obstacles()
 
     def project_obstacles(self) -> tuple[int, float, bool]:
-        """Zero the velocity on every face that touches a solid cell and project the wind to
+        """Zero the velocity on every closed face (open fraction 0) and project the wind to
         divergence free ("mgpcg" from 0, the same tolerance as a step), with the sides of the
         latest step. Cells that turn solid under new snow would otherwise inject their
         blocked flux into the next step's pressure solve, and through the warm start into
@@ -378,16 +401,11 @@ class WindSolver:
         correction is not part of the pressure's evolution. Returns (iterations, relative
         residual, converged)."""
         self._ensure_coefficients(self._last_sides)
-        fluid = self.solid == 0
-        self.u[:, :, :-1] *= fluid
-        self.u[:, :, 1:] *= fluid
-        self.v[:, :-1, :] *= fluid
-        self.v[:, 1:, :] *= fluid
-        self.w[:-1] *= fluid
-        self.w[1:] *= fluid
+        for velocity, fraction in zip((self.u, self.v, self.w), self.fractions):
+            velocity *= fraction > 0
         h = float(self.grid.cell_size)
         dt = float(self.settings.time_step)
-        self._wind.divergence(self.u, self.v, self.w, self.solid, -h / dt, self._rhs)
+        self._wind.divergence(self.u, self.v, self.w, self.fractions, -h / dt, self._rhs)
         kept = self._divergence  # scratch until the next step's final divergence
         kept[...] = self.pressure
         self.pressure.fill(0)
@@ -409,12 +427,12 @@ class WindSolver:
         sides = self._last_sides = inflow_sides(self.settings, time)
         un, vn, wn = self._next
         if self._advected is None:
-            self._wind.advect_velocity(self.u, self.v, self.w, self.solid, vx, vy, sides, h, dt,
+            self._wind.advect_velocity(self.u, self.v, self.w, self.fractions, vx, vy, sides, h, dt,
                                        un, vn, wn, blocks=self._open_blocks)
         else:
-            self._wind.advect_velocity(self.u, self.v, self.w, self.solid, vx, vy, sides, h, dt,
+            self._wind.advect_velocity(self.u, self.v, self.w, self.fractions, vx, vy, sides, h, dt,
                                        *self._advected, blocks=self._open_blocks)
-            self._wind.correct_advection(self.u, self.v, self.w, self.solid, vx, vy, sides, h,
+            self._wind.correct_advection(self.u, self.v, self.w, self.fractions, vx, vy, sides, h,
                                          dt, *self._advected, un, vn, wn,
                                          blocks=self._open_blocks)
         self._next = (self.u, self.v, self.w)
@@ -423,7 +441,7 @@ class WindSolver:
 
         # A p = -(h^2 / dt) div u  makes  u -= (dt / h) * grad_h p  divergence free
         kp = self._pressure
-        self._wind.divergence(self.u, self.v, self.w, self.solid, -h / dt, self._rhs)
+        self._wind.divergence(self.u, self.v, self.w, self.fractions, -h / dt, self._rhs)
         kp.max_abs(self._rhs, self._scalars, kp.DIVERGENCE_BEFORE)
         if self.settings.pressure_solver == "sor5":
             iterations, relative, converged = self._solve_sor5()
@@ -433,7 +451,7 @@ class WindSolver:
             iterations, relative, converged = self._solve_mgpcg()
         cx, cy, cz = self.levels[0].coef
         self._wind.project(self.u, self.v, self.w, self.pressure, cx, cy, cz, dt / h)
-        self._wind.divergence(self.u, self.v, self.w, self.solid, 1.0 / h, self._divergence)
+        self._wind.divergence(self.u, self.v, self.w, self.fractions, 1.0 / h, self._divergence)
         kp.max_abs(self._divergence, self._scalars, kp.DIVERGENCE_AFTER)
         maxima = self._scalars[kp.DIVERGENCE_BEFORE:kp.DIVERGENCE_AFTER + 1].copy()
         return WindStepInfo(iterations, relative, converged, (vx, vy), maxima,
@@ -448,7 +466,7 @@ class WindSolver:
             return
         kp = self._pressure
         fine = self.levels[0]
-        kp.face_coefficients(self.solid, *[int(o) for o in outflow], *fine.coef)
+        kp.face_coefficients(self.fractions, *[int(o) for o in outflow], *fine.coef)
         for level, coarse in zip(self.levels[:-1], self.levels[1:]):
             fz, fy, fx = level.factors
             kp.restrict_coefficients(*level.coef, fx, fy, fz,
@@ -456,10 +474,12 @@ class WindSolver:
                                      *coarse.coef)
             if level.transfer_scale is not None:
                 kp.transfer_scale(*coarse.coef, *level.coef, fx, fy, fz, level.transfer_scale)
-        # The solve never changes the pressure of solid cells: without this, a cell that
-        # turned solid would keep drifting by p_n - p_(n-1) every step.
-        xp = self.xp
-        xp.copyto(self.pressure_previous, self.pressure, where=self.solid != 0)
+        # The solve never changes the pressure of a cell with no open face: without this, a
+        # cell that got buried would keep drifting by p_n - p_(n-1) every step.
+        fu, fv, fw = self.fractions
+        buried = (((fu[:, :, :-1] + fu[:, :, 1:]) + (fv[:, :-1, :] + fv[:, 1:, :]))
+                  + (fw[:-1] + fw[1:])) == 0
+        self.xp.copyto(self.pressure_previous, self.pressure, where=buried)
         self._coefficients_for = outflow
 
     # --- pressure ----------------------------------------------------------------------
@@ -583,13 +603,19 @@ class WindSolver:
 
     # --- state -------------------------------------------------------------------------
     _STATE_KEYS = ("u", "v", "w", "pressure", "pressure_previous", "solid")
+    _FRACTION_KEYS = ("fraction_u", "fraction_v", "fraction_w")
 
     def state_dict(self) -> dict:
         """Host copies of everything a resumed run needs (the coefficients are rebuilt)."""
-        return {name: np.array(self.backend.to_host(getattr(self, name)), copy=True)
-                for name in self._STATE_KEYS}
+        state = {name: np.array(self.backend.to_host(getattr(self, name)), copy=True)
+                 for name in self._STATE_KEYS}
+        for name, fraction in zip(self._FRACTION_KEYS, self.fractions):
+            state[name] = np.array(self.backend.to_host(fraction), copy=True)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
+        """Load a state_dict. A state saved before the wind had open fractions gets those of
+        its solid mask (0/1) until the next obstacle refresh."""
         for name in self._STATE_KEYS:
             if name not in state:
                 raise SnowInputError("state", f"has no wind array {name!r}", "a saved wind state")
@@ -598,8 +624,19 @@ class WindSolver:
                 raise SnowInputError("state", f"wind array {name!r} has shape "
                                      f"{tuple(np.shape(state[name]))}, expected {tuple(current.shape)}",
                                      "a state saved from the same scene and settings")
+        saved = all(name in state for name in self._FRACTION_KEYS)
+        for name, current in zip(self._FRACTION_KEYS, self.fractions):
+            if saved and tuple(np.shape(state[name])) != tuple(current.shape):
+                raise SnowInputError("state", f"wind array {name!r} has shape "
+                                     f"{tuple(np.shape(state[name]))}, expected {tuple(current.shape)}",
+                                     "a state saved from the same scene and settings")
         for name in self._STATE_KEYS:
             current = getattr(self, name)
             current[...] = self.backend.asarray(state[name], dtype=current.dtype)
-        self._wind.open_blocks(self.solid, self._open_blocks)
+        if saved:
+            for name, current in zip(self._FRACTION_KEYS, self.fractions):
+                current[...] = self.backend.asarray(state[name], dtype=F32)
+        else:
+            self._wind.voxel_fractions(self.solid, *self.fractions)
+        self._wind.open_blocks(self.fractions, self._open_blocks)
         self._coefficients_for = None

@@ -1,4 +1,5 @@
 """Shared pytest fixtures: backends to run each engine test on, and skips that say why."""
+import numpy as np
 import pytest
 
 from snowfall.snow_addon.backend import gpu_unavailable_reason, select_backend
@@ -38,3 +39,25 @@ def gpu_backend():
     if _GPU_REASON is not None:
         pytest.skip(f"GPU test skipped: {_GPU_REASON}")
     return select_backend("gpu")
+
+
+def _fractions_of(solid, rng=None, partial=0.3):
+    """Open fractions (u, v, w float32 face arrays) of a solid mask: 0/1, the voxel
+    boundary; with ``rng``, a share ``partial`` of the faces (open and closed alike) turned
+    into cut faces with a fraction in (0, 1)."""
+    from snowfall.kernels.reference.wind import voxel_fractions
+    nz, ny, nx = solid.shape
+    fractions = tuple(np.zeros(s, np.float32)
+                      for s in [(nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)])
+    voxel_fractions(solid, *fractions)
+    if rng is not None:
+        for f in fractions:
+            cut = rng.random(f.shape) < partial
+            f[cut] = rng.uniform(0.01, 0.99, int(cut.sum())).astype(np.float32)
+    return fractions
+
+
+@pytest.fixture
+def fractions_of():
+    """_fractions_of: open face fractions of a solid mask, optionally with cut faces."""
+    return _fractions_of

@@ -14,43 +14,38 @@ F32 = np.float32
 
 
 @numba.njit(inline="always", cache=True)
-def _mean_open(a, open_a, b, open_b):
-    wa = np.float32(1.0) if open_a else np.float32(0.0)
-    wb = np.float32(1.0) if open_b else np.float32(0.0)
-    total = np.float32(a * wa + b * wb)
-    count = np.float32(wa + wb)
+def _weighted(a, weight_a, b, weight_b):
+    total = np.float32(np.float32(a * weight_a) + np.float32(b * weight_b))
+    count = np.float32(weight_a + weight_b)
     if count > 0:
         return np.float32(total / count)
     return np.float32(0.0)
 
 
-@numba.njit(inline="always", cache=True)
-def _solid_at(solid, k, j, i):
-    nz, ny, nx = solid.shape
-    if j < 0 or j >= ny or i < 0 or i >= nx:
-        return False
-    return solid[k, j, i] != 0
+def surface_wind(u, v, w, fractions, wind_x, wind_y):
+    """Wind (m/s) along the surface at each column's lowest open cell (see the reference)."""
+    fu, fv, fw = fractions
+    _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y)
 
 
 @numba.njit(parallel=True, cache=True)
-def surface_wind(u, v, w, solid, wind_x, wind_y):
-    """Wind (m/s) along the surface at each column's lowest open cell (see the reference)."""
-    nz, ny, nx = solid.shape
+def _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y):
+    nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
     for j in prange(ny):
         for i in range(nx):
             k = 0
-            while k < nz and solid[k, j, i] != 0:
+            while k < nz and not (np.float32(np.float32(np.float32(fu[k, j, i] + fu[k, j, i + 1])
+                                                        + np.float32(fv[k, j, i] + fv[k, j + 1, i]))
+                                             + np.float32(fw[k, j, i] + fw[k + 1, j, i])) > 0):
                 k += 1
             if k == nz:
                 wind_x[j, i] = 0.0
                 wind_y[j, i] = 0.0
                 continue
-            wx = _mean_open(u[k, j, i], not _solid_at(solid, k, j, i - 1),
-                            u[k, j, i + 1], not _solid_at(solid, k, j, i + 1))
-            wy = _mean_open(v[k, j, i], not _solid_at(solid, k, j - 1, i),
-                            v[k, j + 1, i], not _solid_at(solid, k, j + 1, i))
+            wx = _weighted(u[k, j, i], fu[k, j, i], u[k, j, i + 1], fu[k, j, i + 1])
+            wy = _weighted(v[k, j, i], fv[k, j, i], v[k, j + 1, i], fv[k, j + 1, i])
             wz = np.float32(0.0)
-            if k + 1 >= nz or solid[k + 1, j, i] == 0:
+            if fw[k + 1, j, i] > 0:
                 wz = w[k + 1, j, i]
             horizontal = np.float32(np.float32(wx * wx) + np.float32(wy * wy))
             if horizontal > 0:

@@ -46,42 +46,39 @@ def _nbsum(p, coef_x, coef_y, coef_z, k, j, i):
     return np.float32(np.float32(a + b) + c)
 
 
+def face_coefficients(fractions, outflow_x_minus, outflow_x_plus, outflow_y_minus,
+                      outflow_y_plus, coef_x, coef_y, coef_z):
+    """Fine-level face coefficients from the faces' open fractions (see the reference)."""
+    fu, fv, fw = fractions
+    _face_coefficients(fu, fv, fw, outflow_x_minus, outflow_x_plus, outflow_y_minus,
+                       outflow_y_plus, coef_x, coef_y, coef_z)
+
+
 @numba.njit(parallel=True, cache=True)
-def face_coefficients(solid, outflow_x_minus, outflow_x_plus, outflow_y_minus, outflow_y_plus,
-                      coef_x, coef_y, coef_z):
-    """Fine-level face coefficients from the solid mask (see the reference)."""
-    nz, ny, nx = solid.shape
+def _face_coefficients(fu, fv, fw, outflow_x_minus, outflow_x_plus, outflow_y_minus,
+                       outflow_y_plus, coef_x, coef_y, coef_z):
+    nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
     for kj in prange(nz * ny):
         k = kj // ny
         j = kj % ny
         for i in range(nx + 1):
-            if i == 0:
-                c = 1 if (outflow_x_minus and solid[k, j, 0] == 0) else 0
-            elif i == nx:
-                c = 1 if (outflow_x_plus and solid[k, j, nx - 1] == 0) else 0
-            else:
-                c = 1 if (solid[k, j, i - 1] == 0 and solid[k, j, i] == 0) else 0
+            c = fu[k, j, i]
+            if (i == 0 and not outflow_x_minus) or (i == nx and not outflow_x_plus):
+                c = np.float32(0.0)
             coef_x[k, j, i] = c
     for kj in prange(nz * (ny + 1)):
         k = kj // (ny + 1)
         j = kj % (ny + 1)
         for i in range(nx):
-            if j == 0:
-                c = 1 if (outflow_y_minus and solid[k, 0, i] == 0) else 0
-            elif j == ny:
-                c = 1 if (outflow_y_plus and solid[k, ny - 1, i] == 0) else 0
-            else:
-                c = 1 if (solid[k, j - 1, i] == 0 and solid[k, j, i] == 0) else 0
+            c = fv[k, j, i]
+            if (j == 0 and not outflow_y_minus) or (j == ny and not outflow_y_plus):
+                c = np.float32(0.0)
             coef_y[k, j, i] = c
     for kj in prange((nz + 1) * ny):
         k = kj // ny
         j = kj % ny
         for i in range(nx):
-            if k == 0 or k == nz:
-                c = 0
-            else:
-                c = 1 if (solid[k - 1, j, i] == 0 and solid[k, j, i] == 0) else 0
-            coef_z[k, j, i] = c
+            coef_z[k, j, i] = np.float32(0.0) if (k == 0 or k == nz) else fw[k, j, i]
 
 
 @numba.njit(parallel=True, cache=True)
@@ -100,10 +97,12 @@ def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, bounda
         J = KJ % ncy
         for I in range(ncx + 1):
             i = min(I * fx, nx)
-            acc = np.float32(0.0)
+            acc = np.float32(0.0)   # rows first, as the reference sums (same bits)
             for k in range(K * fz, min(K * fz + fz, nz)):
+                row = np.float32(0.0)
                 for j in range(J * fy, min(J * fy + fy, ny)):
-                    acc += np.float32(coef_x[k, j, i])
+                    row += np.float32(coef_x[k, j, i])
+                acc += row
             c = np.float32(acc / np.float32(fx))
             if I == 0 or I == ncx:
                 c = c * bx
@@ -115,8 +114,10 @@ def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, bounda
         for I in range(ncx):
             acc = np.float32(0.0)
             for k in range(K * fz, min(K * fz + fz, nz)):
+                row = np.float32(0.0)
                 for i in range(I * fx, min(I * fx + fx, nx)):
-                    acc += np.float32(coef_y[k, j, i])
+                    row += np.float32(coef_y[k, j, i])
+                acc += row
             c = np.float32(acc / np.float32(fy))
             if J == 0 or J == ncy:
                 c = c * by
@@ -128,8 +129,10 @@ def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, bounda
         for I in range(ncx):
             acc = np.float32(0.0)
             for j in range(J * fy, min(J * fy + fy, ny)):
+                row = np.float32(0.0)
                 for i in range(I * fx, min(I * fx + fx, nx)):
-                    acc += np.float32(coef_z[k, j, i])
+                    row += np.float32(coef_z[k, j, i])
+                acc += row
             coarse_coef_z[K, J, I] = acc / np.float32(fz)
 
 

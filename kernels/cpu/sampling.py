@@ -53,26 +53,16 @@ def sample_wind(u, v, w, x0, y0, z0, cell_size, x, y, z):
 
 
 @numba.njit(inline="always", cache=True)
-def face_is_open(solid, component, k, j, i):
-    """No solid cell touches face (k, j, i) of ``component`` (0: u, 1: v, 2: w)."""
-    nz, ny, nx = solid.shape
-    if component == 0:
-        return (i == 0 or solid[k, j, i - 1] == 0) and (i == nx or solid[k, j, i] == 0)
-    if component == 1:
-        return (j == 0 or solid[k, j - 1, i] == 0) and (j == ny or solid[k, j, i] == 0)
-    return (k == 0 or solid[k - 1, j, i] == 0) and (k == nz or solid[k, j, i] == 0)
+def _mask(fraction, k, j, i):
+    """1 where face (k, j, i) is open (its open fraction > 0), else 0."""
+    return np.float32(1.0) if fraction[k, j, i] > 0 else np.float32(0.0)
 
 
 @numba.njit(inline="always", cache=True)
-def _mask(solid, component, k, j, i):
-    return np.float32(1.0) if face_is_open(solid, component, k, j, i) else np.float32(0.0)
-
-
-@numba.njit(inline="always", cache=True)
-def _open_row(field, solid, component, k, j, i0, i1, tx):
+def _open_row(field, fraction, k, j, i0, i1, tx):
     one = np.float32(1.0)
-    w0 = np.float32(_mask(solid, component, k, j, i0) * (one - tx))
-    w1 = np.float32(_mask(solid, component, k, j, i1) * tx)
+    w0 = np.float32(_mask(fraction, k, j, i0) * (one - tx))
+    w1 = np.float32(_mask(fraction, k, j, i1) * tx)
     return np.float32(field[k, j, i0] * w0 + field[k, j, i1] * w1), np.float32(w0 + w1)
 
 
@@ -89,9 +79,10 @@ def block_open(blocks, component, k0, j0, i0):
 
 
 @numba.njit(cache=True)
-def sample_open(field, solid, blocks, component, gx, gy, gz, fallback):
-    """Trilinear value over the open faces of ``component`` only (the reference's
-    sample_open): the open corners' weights renormalised, ``fallback`` when none is open.
+def sample_open(field, fraction, blocks, component, gx, gy, gz, fallback):
+    """Trilinear value over the open faces (``fraction`` > 0, the open fractions of
+    ``field``'s faces; ``component`` 0 u, 1 v, 2 w) only (the reference's sample_open):
+    the open corners' weights renormalised, ``fallback`` when none is open.
     Where ``blocks`` says the eight corners are open, the plain trilinear value (the same
     operations with every mask 1: the same bits) without reading the mask."""
     nk, nj, ni = field.shape
@@ -105,15 +96,15 @@ def sample_open(field, solid, blocks, component, gx, gy, gz, fallback):
         c = np.float32(field[k1, j0, i0] * np.float32(one - tx) + field[k1, j0, i1] * tx)
         d = np.float32(field[k1, j1, i0] * np.float32(one - tx) + field[k1, j1, i1] * tx)
         return _mix(_mix(a, b, ty), _mix(c, d, ty), tz)
-    a, aw = _open_row(field, solid, component, k0, j0, i0, i1, tx)
-    b, bw = _open_row(field, solid, component, k0, j1, i0, i1, tx)
-    c, cw = _open_row(field, solid, component, k1, j0, i0, i1, tx)
-    d, dw = _open_row(field, solid, component, k1, j1, i0, i1, tx)
+    a, aw = _open_row(field, fraction, k0, j0, i0, i1, tx)
+    b, bw = _open_row(field, fraction, k0, j1, i0, i1, tx)
+    c, cw = _open_row(field, fraction, k1, j0, i0, i1, tx)
+    d, dw = _open_row(field, fraction, k1, j1, i0, i1, tx)
     value = _mix(_mix(a, b, ty), _mix(c, d, ty), tz)
-    count = ((_mask(solid, component, k0, j0, i0) + _mask(solid, component, k0, j0, i1))
-             + (_mask(solid, component, k0, j1, i0) + _mask(solid, component, k0, j1, i1))
-             + (_mask(solid, component, k1, j0, i0) + _mask(solid, component, k1, j0, i1))
-             + (_mask(solid, component, k1, j1, i0) + _mask(solid, component, k1, j1, i1)))
+    count = ((_mask(fraction, k0, j0, i0) + _mask(fraction, k0, j0, i1))
+             + (_mask(fraction, k0, j1, i0) + _mask(fraction, k0, j1, i1))
+             + (_mask(fraction, k1, j0, i0) + _mask(fraction, k1, j0, i1))
+             + (_mask(fraction, k1, j1, i0) + _mask(fraction, k1, j1, i1)))
     if count == np.float32(8.0):
         return value
     weight = _mix(_mix(aw, bw, ty), _mix(cw, dw, ty), tz)
@@ -123,7 +114,7 @@ def sample_open(field, solid, blocks, component, gx, gy, gz, fallback):
 
 
 @numba.njit(cache=True)
-def open_range(field, solid, blocks, component, gx, gy, gz, fallback):
+def open_range(field, fraction, blocks, component, gx, gy, gz, fallback):
     """(low, high) of the open corner samples around fractional indices; fallback twice
     when none is open (all eight, without the mask, where ``blocks`` says so)."""
     nk, nj, ni = field.shape
@@ -137,7 +128,7 @@ def open_range(field, solid, blocks, component, gx, gy, gz, fallback):
     for k in (k0, k1):
         for j in (j0, j1):
             for i in (i0, i1):
-                if every or face_is_open(solid, component, k, j, i):
+                if every or fraction[k, j, i] > 0:
                     value = field[k, j, i]
                     low = min(low, value)
                     high = max(high, value)

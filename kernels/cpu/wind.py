@@ -3,6 +3,8 @@ import numba
 import numpy as np
 from numba import prange
 
+from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # one home
+                              FRACTION_SAMPLES, NO_BLOCK)
 from .sampling import open_range, sample_bilinear, sample_open
 
 F32 = np.float32
@@ -18,9 +20,8 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
 
 
 @numba.njit(parallel=True, cache=True)
-def _solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid,
-                          use_top, column_top):
-    nz, ny, nx = solid.shape
+def _centre_ground(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, ny, nx):
+    """(ny, nx) float32 m: bilinear height + snow depth at each wind column's centre."""
     h = np.float32(cell_size)
     half = np.float32(0.5)
     centre = np.empty((ny, nx), np.float32)
@@ -30,22 +31,202 @@ def _solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cel
             cy = np.float32(y0) + (np.float32(j) + half) * h
             centre[j, i] = np.float32(sample_bilinear(height, hx0, hy0, spacing, cx, cy)
                                       + sample_bilinear(snow_depth, hx0, hy0, spacing, cx, cy))
+    return centre
+
+
+@numba.njit(inline="always", cache=True)
+def _thin(centre, top, j, i, limit):
+    """A thin obstacle: ``top`` more than ``limit`` above the centre ground of column
+    (j, i) and of its four neighbours (clamped at the grid's edge)."""
+    ny, nx = centre.shape
+    thin = np.float32(top - centre[j, i]) > limit
+    thin = thin and np.float32(top - centre[j, max(i - 1, 0)]) > limit
+    thin = thin and np.float32(top - centre[j, min(i + 1, nx - 1)]) > limit
+    thin = thin and np.float32(top - centre[max(j - 1, 0), i]) > limit
+    thin = thin and np.float32(top - centre[min(j + 1, ny - 1), i]) > limit
+    return thin
+
+
+@numba.njit(parallel=True, cache=True)
+def _solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid,
+                          use_top, column_top):
+    nz, ny, nx = solid.shape
+    h = np.float32(cell_size)
+    half = np.float32(0.5)
+    centre = _centre_ground(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, ny, nx)
     limit = np.float32(half * h)
     for j in prange(ny):
         for i in range(nx):
             ground = centre[j, i]
-            if use_top:
-                top = column_top[j, i]
-                thin = np.float32(top - ground) > limit
-                thin = thin and np.float32(top - centre[j, max(i - 1, 0)]) > limit
-                thin = thin and np.float32(top - centre[j, min(i + 1, nx - 1)]) > limit
-                thin = thin and np.float32(top - centre[max(j - 1, 0), i]) > limit
-                thin = thin and np.float32(top - centre[min(j + 1, ny - 1), i]) > limit
-                if thin:
-                    ground = top
+            if use_top and _thin(centre, column_top[j, i], j, i, limit):
+                ground = column_top[j, i]
             for k in range(nz):
                 cz = np.float32(z0) + (np.float32(k) + half) * h
                 solid[k, j, i] = 1 if cz < ground else 0
+
+
+@numba.njit(parallel=True, cache=True)
+def block_tops(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top, out):
+    """out (ny, nx) float32 m: ``column_top`` in the columns of a thin obstacle, NO_BLOCK
+    elsewhere (see the reference)."""
+    ny, nx = out.shape
+    centre = _centre_ground(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, ny, nx)
+    limit = np.float32(np.float32(0.5) * np.float32(cell_size))
+    for j in prange(ny):
+        for i in range(nx):
+            out[j, i] = column_top[j, i] if _thin(centre, column_top[j, i], j, i, limit) else NO_BLOCK
+
+
+@numba.njit(inline="always", cache=True)
+def _snap(a):
+    if a < FRACTION_LOW:
+        return np.float32(0.0)
+    if a > FRACTION_HIGH:
+        return np.float32(1.0)
+    return max(np.float32(a), FRACTION_MIN)
+
+
+@numba.njit(inline="always", cache=True)
+def _terrain(height, snow_depth, hx0, hy0, spacing, x, y, block):
+    t = np.float32(sample_bilinear(height, hx0, hy0, spacing, x, y)
+                   + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y))
+    return max(t, block)
+
+
+@numba.njit(inline="always", cache=True)
+def _vertical(samples, out_column, z0, h, step):
+    """out_column[k] = snapped mean over ``samples`` of clamp((top_k - t) / h, 0, 1)."""
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    for k in range(out_column.shape[0]):
+        top = np.float32(z0 + np.float32(k + 1) * h)
+        total = zero
+        for s in range(samples.shape[0]):
+            share = np.float32(np.float32(top - samples[s]) / h)
+            total = np.float32(total + min(max(share, zero), one))
+        out_column[k] = _snap(np.float32(total * step))
+
+
+@numba.njit(inline="always", cache=True)
+def _side_samples(height, snow_depth, hx0, hy0, spacing, fixed, origin, index, along_x, h,
+                  block):
+    """The terrain at the FRACTION_SAMPLES points of a vertical face: at ``fixed`` across
+    it and origin + (index + (s + 0.5) / S) h along it (along x when ``along_x``)."""
+    step = np.float32(np.float32(1.0) / np.float32(FRACTION_SAMPLES))
+    samples = np.empty(FRACTION_SAMPLES, np.float32)
+    for s in range(FRACTION_SAMPLES):
+        offset = np.float32(np.float32(np.float32(s) + np.float32(0.5)) * step)
+        moving = np.float32(origin + np.float32(np.float32(index) + offset) * h)
+        x = moving if along_x else fixed
+        y = fixed if along_x else moving
+        samples[s] = _terrain(height, snow_depth, hx0, hy0, spacing, x, y, block)
+    return samples
+
+
+def face_fractions(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, blocks,
+                   frac_u, frac_v, frac_w):
+    """Open area fraction of every face against the terrain surface, thin obstacles' columns
+    filled to ``blocks`` (see the reference)."""
+    _face_fractions(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, blocks,
+                    frac_u, frac_v, frac_w)
+
+
+@numba.njit(parallel=True, cache=True)
+def _face_fractions(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, blocks,
+                    frac_u, frac_v, frac_w):
+    nzp, ny, nx = frac_w.shape
+    nz = nzp - 1
+    S = FRACTION_SAMPLES
+    h = np.float32(cell_size)
+    step = np.float32(np.float32(1.0) / np.float32(S))
+    half = np.float32(0.5)
+    x0 = np.float32(x0)
+    y0 = np.float32(y0)
+    z0 = np.float32(z0)
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    area = np.float32(step * step)
+    # u faces (x fixed, y along the face), then v faces (y fixed, x along): a face column
+    # (j, i) per iteration; its block top is the higher of the two columns beside it
+    for ji in prange(ny * (nx + 1)):
+        j = ji // (nx + 1)
+        i = ji % (nx + 1)
+        block = max(blocks[j, max(i - 1, 0)], blocks[j, min(i, nx - 1)])
+        samples = _side_samples(height, snow_depth, hx0, hy0, spacing,
+                                np.float32(x0 + np.float32(i) * h), y0, j, False, h, block)
+        _vertical(samples, frac_u[:, j, i], z0, h, step)
+    for ji in prange((ny + 1) * nx):
+        j = ji // nx
+        i = ji % nx
+        block = max(blocks[max(j - 1, 0), i], blocks[min(j, ny - 1), i])
+        samples = _side_samples(height, snow_depth, hx0, hy0, spacing,
+                                np.float32(y0 + np.float32(j) * h), x0, i, True, h, block)
+        _vertical(samples, frac_v[:, j, i], z0, h, step)
+    # w faces: the footprint of column (j, i), S rows of S segments
+    for ji in prange(ny * nx):
+        j = ji // nx
+        i = ji % nx
+        block = blocks[j, i]
+        t = np.empty((S, S + 1), np.float32)
+        low = np.float32(np.inf)
+        high = np.float32(-np.inf)
+        for r in range(S):
+            offset = np.float32(np.float32(np.float32(r) + half) * step)
+            y = np.float32(y0 + np.float32(np.float32(j) + offset) * h)
+            for e in range(S + 1):
+                x = np.float32(x0 + np.float32(np.float32(i) + np.float32(np.float32(e) * step)) * h)
+                value = _terrain(height, snow_depth, hx0, hy0, spacing, x, y, block)
+                t[r, e] = value
+                low = min(low, value)
+                high = max(high, value)
+        for k in range(nz + 1):
+            z = np.float32(z0 + np.float32(k) * h)
+            if z > high:
+                frac_w[k, j, i] = one
+                continue
+            if z <= low:
+                frac_w[k, j, i] = zero
+                continue
+            total = zero
+            for r in range(S):
+                for s in range(S):
+                    lo = min(t[r, s], t[r, s + 1])
+                    hi = max(t[r, s], t[r, s + 1])
+                    span = np.float32(hi - lo)
+                    if span > zero:
+                        part = min(max(np.float32(np.float32(z - lo) / span), zero), one)
+                    else:
+                        part = one if lo < z else zero
+                    total = np.float32(total + part)
+            frac_w[k, j, i] = _snap(np.float32(total * area))
+
+
+@numba.njit(parallel=True, cache=True)
+def _voxel_fractions(solid, frac_u, frac_v, frac_w):
+    nz, ny, nx = solid.shape
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx + 1):
+            shut = (i > 0 and solid[k, j, i - 1] != 0) or (i < nx and solid[k, j, i] != 0)
+            frac_u[k, j, i] = np.float32(0.0) if shut else np.float32(1.0)
+    for kj in prange(nz * (ny + 1)):
+        k = kj // (ny + 1)
+        j = kj % (ny + 1)
+        for i in range(nx):
+            shut = (j > 0 and solid[k, j - 1, i] != 0) or (j < ny and solid[k, j, i] != 0)
+            frac_v[k, j, i] = np.float32(0.0) if shut else np.float32(1.0)
+    for kj in prange((nz + 1) * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            shut = (k > 0 and solid[k - 1, j, i] != 0) or (k < nz and solid[k, j, i] != 0)
+            frac_w[k, j, i] = np.float32(0.0) if shut else np.float32(1.0)
+
+
+def voxel_fractions(solid, frac_u, frac_v, frac_w):
+    """Open fractions of a solid mask: 1 where no solid cell touches a face, else 0."""
+    _voxel_fractions(solid, frac_u, frac_v, frac_w)
 
 
 @numba.njit(inline="always", cache=True)
@@ -58,15 +239,15 @@ def _departure(x, y, z, vx, vy, vz, h, dt, sx, sy, sz):
 
 
 @numba.njit(cache=True)
-def _interior(field, adv, solid, blocks, component, correct, x, y, z, vx, vy, vz, h, dt, sx, sy, sz,
-              own, adv_own):
+def _interior(field, adv, fraction, blocks, component, correct, x, y, z, vx, vy, vz, h, dt, sx,
+              sy, sz, own, adv_own):
     """The semi-Lagrangian value at a face (correct False) or its MacCormack correction."""
     gx, gy, gz = _departure(x, y, z, vx, vy, vz, h, dt, sx, sy, sz)
     if not correct:
-        return sample_open(field, solid, blocks, component, gx, gy, gz, own)
-    low, high = open_range(field, solid, blocks, component, gx, gy, gz, own)
+        return sample_open(field, fraction, blocks, component, gx, gy, gz, own)
+    low, high = open_range(field, fraction, blocks, component, gx, gy, gz, own)
     bx, by, bz = _departure(x, y, z, vx, vy, vz, h, np.float32(-dt), sx, sy, sz)
-    back = sample_open(adv, solid, blocks, component, bx, by, bz, adv_own)
+    back = sample_open(adv, fraction, blocks, component, bx, by, bz, adv_own)
     value = np.float32(adv_own + np.float32(0.5) * np.float32(own - back))
     return min(max(value, low), high)
 
@@ -77,9 +258,9 @@ def _quarter(a, b, c, d):
 
 
 @numba.njit(parallel=True, cache=True)
-def _advect(u, v, w, solid, blocks, inflow_x, inflow_y, inflow_sides, cell_size, dt, u_adv, v_adv,
-            w_adv, correct, u_out, v_out, w_out):
-    nz, ny, nx = solid.shape
+def _advect(u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y, inflow_sides, cell_size, dt, u_adv,
+            v_adv, w_adv, correct, u_out, v_out, w_out):
+    nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
     h = np.float32(cell_size)
     dt = np.float32(dt)
     vx = np.float32(inflow_x)
@@ -113,14 +294,14 @@ def _advect(u, v, w, solid, blocks, inflow_x, inflow_y, inflow_sides, cell_size,
                 ir = min(src, nx - 1)
                 fy = _quarter(v[k, j, il], v[k, j, ir], v[k, j + 1, il], v[k, j + 1, ir])
                 fz = _quarter(w[k, j, il], w[k, j, ir], w[k + 1, j, il], w[k + 1, j, ir])
-                val = _interior(u, u_adv, solid, blocks, 0, correct, np.float32(src) * h, y, z,
+                val = _interior(u, u_adv, fu, blocks, 0, correct, np.float32(src) * h, y, z,
                                 u[k, j, src], fy, fz, h, dt, zero, half, half, u[k, j, src],
                                 u_adv[k, j, src])
                 if i == 0:      # an outflow side: no backflow
                     val = min(val, zero)
                 elif i == nx:
                     val = max(val, zero)
-            if (i > 0 and solid[k, j, i - 1] != 0) or (i < nx and solid[k, j, i] != 0):
+            if not fu[k, j, i] > 0:     # a closed face (last rule: it wins)
                 val = zero
             u_out[k, j, i] = val
     for kj in prange(nz * (ny + 1)):
@@ -141,14 +322,14 @@ def _advect(u, v, w, solid, blocks, inflow_x, inflow_y, inflow_sides, cell_size,
                 fx = _quarter(u[k, jl, i], u[k, jl, i + 1], u[k, jr, i], u[k, jr, i + 1])
                 fz = _quarter(w[k, jl, i], w[k, jr, i], w[k + 1, jl, i], w[k + 1, jr, i])
                 x = (np.float32(i) + half) * h
-                val = _interior(v, v_adv, solid, blocks, 1, correct, x, np.float32(src) * h, z, fx,
+                val = _interior(v, v_adv, fv, blocks, 1, correct, x, np.float32(src) * h, z, fx,
                                 v[k, src, i], fz, h, dt, half, zero, half, v[k, src, i],
                                 v_adv[k, src, i])
                 if j == 0:      # an outflow side: no backflow
                     val = min(val, zero)
                 elif j == ny:
                     val = max(val, zero)
-            if (j > 0 and solid[k, j - 1, i] != 0) or (j < ny and solid[k, j, i] != 0):
+            if not fv[k, j, i] > 0:
                 val = zero
             v_out[k, j, i] = val
     for kj in prange((nz + 1) * ny):
@@ -162,7 +343,7 @@ def _advect(u, v, w, solid, blocks, inflow_x, inflow_y, inflow_sides, cell_size,
             elif (i == 0 and x_in_minus) or (i == nx - 1 and x_in_plus) or \
                     (j == 0 and y_in_minus) or (j == ny - 1 and y_in_plus):
                 val = zero
-            elif solid[k - 1, j, i] != 0 or solid[k, j, i] != 0:
+            elif not fw[k, j, i] > 0:
                 val = zero
             else:
                 kl = k - 1
@@ -170,87 +351,85 @@ def _advect(u, v, w, solid, blocks, inflow_x, inflow_y, inflow_sides, cell_size,
                 fx = _quarter(u[kl, j, i], u[kl, j, i + 1], u[kr, j, i], u[kr, j, i + 1])
                 fy = _quarter(v[kl, j, i], v[kl, j + 1, i], v[kr, j, i], v[kr, j + 1, i])
                 x = (np.float32(i) + half) * h
-                val = _interior(w, w_adv, solid, blocks, 2, correct, x, y, z, fx, fy, w[k, j, i], h,
+                val = _interior(w, w_adv, fw, blocks, 2, correct, x, y, z, fx, fy, w[k, j, i], h,
                                 dt, half, half, zero, w[k, j, i], w_adv[k, j, i])
             w_out[k, j, i] = val
 
 
 @numba.njit(parallel=True, cache=True)
-def open_blocks(solid, out):
-    """out[k, j, i] bit C (1 u, 2 v, 4 w): every face of component C in the 2 x 2 x 2
-    block from face index (k, j, i) is open (see the reference): no solid cell among
-    u: cells k..k+1, j..j+1, i-1..i+1; v: k..k+1, j-1..j+1, i..i+1; w: k-1..k+1, j..j+1,
-    i..i+1 (cells outside the grid count as fluid)."""
-    nz, ny, nx = solid.shape
+def _open_blocks(fu, fv, fw, out):
+    nz, ny, nx = out.shape
     for kj in prange(nz * ny):
         k = kj // ny
         j = kj % ny
         for i in range(nx):
-            u_open = True
-            v_open = True
-            w_open = True
-            for dk in range(-1, 2):
-                kk = k + dk
-                if kk < 0 or kk >= nz:
-                    continue
-                for dj in range(-1, 2):
-                    jj = j + dj
-                    if jj < 0 or jj >= ny:
-                        continue
-                    for di in range(-1, 2):
-                        ii = i + di
-                        if ii < 0 or ii >= nx or solid[kk, jj, ii] == 0:
-                            continue
-                        if dk >= 0 and dj >= 0:
-                            u_open = False
-                        if dk >= 0 and di >= 0:
-                            v_open = False
-                        if dj >= 0 and di >= 0:
-                            w_open = False
-            out[k, j, i] = (1 if u_open else 0) | (2 if v_open else 0) | (4 if w_open else 0)
+            bits = 0
+            for component in range(3):
+                f = fu if component == 0 else (fv if component == 1 else fw)
+                fk, fj, fi = f.shape
+                is_open = True
+                for kk in range(k, min(k + 2, fk)):
+                    for jj in range(j, min(j + 2, fj)):
+                        for ii in range(i, min(i + 2, fi)):
+                            if not f[kk, jj, ii] > 0:
+                                is_open = False
+                if is_open:
+                    bits |= 1 << component
+            out[k, j, i] = bits
 
 
-def _blocks_of(solid, blocks):
+def open_blocks(fractions, out):
+    """out[k, j, i] bit C (1 u, 2 v, 4 w): every face of component C in the 2 x 2 x 2
+    block from face index (k, j, i) is open, A_f > 0 (see the reference)."""
+    _open_blocks(*fractions, out)
+
+
+def _blocks_of(fractions, blocks):
     if blocks is None:
-        blocks = np.empty(solid.shape, np.uint8)
-        open_blocks(solid, blocks)
+        blocks = np.empty(fractions[2][:-1].shape, np.uint8)
+        open_blocks(fractions, blocks)
     return blocks
 
 
-def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+def advect_velocity(u, v, w, fractions, inflow_x, inflow_y, inflow_sides, cell_size, dt,
                     u_out, v_out, w_out, blocks=None):
     """Semi-Lagrangian self-advection over dt (s), sampling open faces only, plus the
     boundary conditions (inflow through the sides of the bit mask ``inflow_sides``, see
-    the reference). ``blocks``: open_blocks(solid) when the caller keeps it (computed here
-    otherwise); the result does not depend on it."""
-    _advect(u, v, w, solid, _blocks_of(solid, blocks), inflow_x, inflow_y, int(inflow_sides),
-            cell_size, dt, u, v, w, False, u_out, v_out, w_out)
+    the reference); ``fractions``: the faces' open fractions. ``blocks``:
+    open_blocks(fractions) when the caller keeps it (computed here otherwise); the result
+    does not depend on it."""
+    _advect(u, v, w, *fractions, _blocks_of(fractions, blocks), inflow_x, inflow_y,
+            int(inflow_sides), cell_size, dt, u, v, w, False, u_out, v_out, w_out)
 
 
-def correct_advection(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+def correct_advection(u, v, w, fractions, inflow_x, inflow_y, inflow_sides, cell_size, dt,
                       u_adv, v_adv, w_adv, u_out, v_out, w_out, blocks=None):
     """MacCormack correction of advect_velocity's result (u_adv, v_adv, w_adv); see the
     reference."""
-    _advect(u, v, w, solid, _blocks_of(solid, blocks), inflow_x, inflow_y, int(inflow_sides),
-            cell_size, dt, u_adv, v_adv, w_adv, True, u_out, v_out, w_out)
+    _advect(u, v, w, *fractions, _blocks_of(fractions, blocks), inflow_x, inflow_y,
+            int(inflow_sides), cell_size, dt, u_adv, v_adv, w_adv, True, u_out, v_out, w_out)
+
+
+def divergence(u, v, w, fractions, scale, out):
+    """out = scale * net outflow A_f u_f of each cell's faces (see the reference)."""
+    _divergence(u, v, w, *fractions, scale, out)
 
 
 @numba.njit(parallel=True, cache=True)
-def divergence(u, v, w, solid, scale, out):
-    """out = scale * net outflow of face velocities per fluid cell, 0 in solid cells."""
-    nz, ny, nx = solid.shape
+def _divergence(u, v, w, fu, fv, fw, scale, out):
+    nz, ny, nx = out.shape
     s = np.float32(scale)
     for kj in prange(nz * ny):
         k = kj // ny
         j = kj % ny
         for i in range(nx):
-            if solid[k, j, i] != 0:
-                out[k, j, i] = 0.0
-            else:
-                flux = np.float32(np.float32(np.float32(u[k, j, i + 1] - u[k, j, i])
-                                             + np.float32(v[k, j + 1, i] - v[k, j, i]))
-                                  + np.float32(w[k + 1, j, i] - w[k, j, i]))
-                out[k, j, i] = s * flux
+            x = np.float32(np.float32(fu[k, j, i + 1] * u[k, j, i + 1])
+                           - np.float32(fu[k, j, i] * u[k, j, i]))
+            y = np.float32(np.float32(fv[k, j + 1, i] * v[k, j + 1, i])
+                           - np.float32(fv[k, j, i] * v[k, j, i]))
+            z = np.float32(np.float32(fw[k + 1, j, i] * w[k + 1, j, i])
+                           - np.float32(fw[k, j, i] * w[k, j, i]))
+            out[k, j, i] = np.float32(s * np.float32(np.float32(x + y) + z))
 
 
 @numba.njit(inline="always", cache=True)
@@ -263,7 +442,8 @@ def _p(p, k, j, i):
 
 @numba.njit(parallel=True, cache=True)
 def project(u, v, w, pressure, coef_x, coef_y, coef_z, scale):
-    """Subtract scale * coefficient * pressure difference across each face, in place."""
+    """Subtract scale * pressure difference across each face whose coefficient is not 0
+    (the full gradient, also on a partly open face), in place."""
     nz, ny, nx = pressure.shape
     s = np.float32(scale)
     for kj in prange(nz * ny):
@@ -272,18 +452,18 @@ def project(u, v, w, pressure, coef_x, coef_y, coef_z, scale):
         for i in range(nx + 1):
             c = np.float32(coef_x[k, j, i])
             if c != 0:
-                u[k, j, i] = u[k, j, i] - (s * c) * (_p(pressure, k, j, i) - _p(pressure, k, j, i - 1))
+                u[k, j, i] = u[k, j, i] - s * (_p(pressure, k, j, i) - _p(pressure, k, j, i - 1))
     for kj in prange(nz * (ny + 1)):
         k = kj // (ny + 1)
         j = kj % (ny + 1)
         for i in range(nx):
             c = np.float32(coef_y[k, j, i])
             if c != 0:
-                v[k, j, i] = v[k, j, i] - (s * c) * (_p(pressure, k, j, i) - _p(pressure, k, j - 1, i))
+                v[k, j, i] = v[k, j, i] - s * (_p(pressure, k, j, i) - _p(pressure, k, j - 1, i))
     for kj in prange((nz + 1) * ny):
         k = kj // ny
         j = kj % ny
         for i in range(nx):
             c = np.float32(coef_z[k, j, i])
             if c != 0:
-                w[k, j, i] = w[k, j, i] - (s * c) * (_p(pressure, k, j, i) - _p(pressure, k - 1, j, i))
+                w[k, j, i] = w[k, j, i] - s * (_p(pressure, k, j, i) - _p(pressure, k - 1, j, i))

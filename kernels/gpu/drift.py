@@ -6,16 +6,17 @@ from ..reference.drift import NO_SURFACE, WAKE_SAMPLES
 from .common import LAUNCH_BLOCK, blocks, get_kernel
 
 SOURCE = r"""
-__device__ __forceinline__ float mean_open(float a, bool open_a, float b, bool open_b) {
-    float wa = open_a ? 1.0f : 0.0f, wb = open_b ? 1.0f : 0.0f;
-    float total = a * wa + b * wb;
-    float count = wa + wb;
+__device__ __forceinline__ float weighted(float a, float weight_a, float b, float weight_b) {
+    float total = a * weight_a + b * weight_b;
+    float count = weight_a + weight_b;
     return count > 0.0f ? total / count : 0.0f;
 }
 
 extern "C" __global__ void surface_wind(const float* __restrict__ u, const float* __restrict__ v,
                                         const float* __restrict__ w,
-                                        const unsigned char* __restrict__ solid,
+                                        const float* __restrict__ fu,
+                                        const float* __restrict__ fv,
+                                        const float* __restrict__ fw,
                                         float* __restrict__ wind_x, float* __restrict__ wind_y,
                                         int nx, int ny, int nz) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -23,16 +24,19 @@ extern "C" __global__ void surface_wind(const float* __restrict__ u, const float
     int i = t % nx, j = t / nx;
     const long long slice = (long long)nx * ny;
     int k = 0;
-    while (k < nz && solid[k * slice + t] != 0) ++k;
+    long long cu = 0, cv = 0;
+    for (; k < nz; ++k) {
+        cu = ((long long)k * ny + j) * (nx + 1) + i;
+        cv = ((long long)k * (ny + 1) + j) * nx + i;
+        float open = ((fu[cu] + fu[cu + 1]) + (fv[cv] + fv[cv + nx]))
+                   + (fw[k * slice + t] + fw[(k + 1) * slice + t]);
+        if (open > 0.0f) break;
+    }
     if (k == nz) { wind_x[t] = 0.0f; wind_y[t] = 0.0f; return; }
-    const unsigned char* layer = solid + k * slice;
-    bool left = !(i > 0 && layer[t - 1] != 0), right = !(i < nx - 1 && layer[t + 1] != 0);
-    bool front = !(j > 0 && layer[t - nx] != 0), back = !(j < ny - 1 && layer[t + nx] != 0);
-    long long fu = ((long long)k * ny + j) * (nx + 1) + i;
-    long long fv = ((long long)k * (ny + 1) + j) * nx + i;
-    float wx = mean_open(u[fu], left, u[fu + 1], right);
-    float wy = mean_open(v[fv], front, v[fv + nx], back);
-    float wz = (k + 1 >= nz || solid[(k + 1) * slice + t] == 0) ? w[(k + 1) * slice + t] : 0.0f;
+    float wx = weighted(u[cu], fu[cu], u[cu + 1], fu[cu + 1]);
+    float wy = weighted(v[cv], fv[cv], v[cv + nx], fv[cv + nx]);
+    long long top = (k + 1) * slice + t;
+    float wz = fw[top] > 0.0f ? w[top] : 0.0f;
     float horizontal = wx * wx + wy * wy;
     if (horizontal > 0.0f) {
         float factor = sqrtf((horizontal + wz * wz) / horizontal);
@@ -210,11 +214,11 @@ def _kernel(name):
     return get_kernel(SOURCE, (), name)
 
 
-def surface_wind(u, v, w, solid, wind_x, wind_y):
+def surface_wind(u, v, w, fractions, wind_x, wind_y):
     """Wind (m/s) along the surface at each column's lowest open cell (see the reference)."""
-    nz, ny, nx = solid.shape
+    nz, ny, nx = w.shape[0] - 1, w.shape[1], w.shape[2]
     _kernel("surface_wind")(blocks(nx * ny), (LAUNCH_BLOCK,), (
-        u, v, w, solid, wind_x, wind_y, np.int32(nx), np.int32(ny), np.int32(nz)))
+        u, v, w, *fractions, wind_x, wind_y, np.int32(nx), np.int32(ny), np.int32(nz)))
 
 
 def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,

@@ -51,7 +51,8 @@ __device__ __forceinline__ float nbsum_at(const float* __restrict__ p, const C* 
     int j = (int)(r_ % ny); int k = (int)(r_ / ny);
 
 template <typename C>
-__global__ void face_coefficients(const unsigned char* __restrict__ solid,
+__global__ void face_coefficients(const float* __restrict__ fu, const float* __restrict__ fv,
+                                  const float* __restrict__ fw,
                                   int oxm, int oxp, int oym, int oyp,
                                   C* __restrict__ cx, C* __restrict__ cy,
                                   C* __restrict__ cz, int nx, int ny, int nz) {
@@ -62,10 +63,8 @@ __global__ void face_coefficients(const unsigned char* __restrict__ solid,
     if (t < nu) {
         int i = (int)(t % (nx + 1)); long long r = t / (nx + 1);
         int j = (int)(r % ny); int k = (int)(r / ny);
-        float c;
-        if (i == 0) c = (oxm && solid[IDX(k, j, 0)] == 0) ? 1.0f : 0.0f;
-        else if (i == nx) c = (oxp && solid[IDX(k, j, nx - 1)] == 0) ? 1.0f : 0.0f;
-        else c = (solid[IDX(k, j, i - 1)] == 0 && solid[IDX(k, j, i)] == 0) ? 1.0f : 0.0f;
+        float c = fu[t];
+        if ((i == 0 && !oxm) || (i == nx && !oxp)) c = 0.0f;
         cx[t] = (C)c;
         return;
     }
@@ -73,10 +72,8 @@ __global__ void face_coefficients(const unsigned char* __restrict__ solid,
     if (t < nv) {
         int i = (int)(t % nx); long long r = t / nx;
         int j = (int)(r % (ny + 1)); int k = (int)(r / (ny + 1));
-        float c;
-        if (j == 0) c = (oym && solid[IDX(k, 0, i)] == 0) ? 1.0f : 0.0f;
-        else if (j == ny) c = (oyp && solid[IDX(k, ny - 1, i)] == 0) ? 1.0f : 0.0f;
-        else c = (solid[IDX(k, j - 1, i)] == 0 && solid[IDX(k, j, i)] == 0) ? 1.0f : 0.0f;
+        float c = fv[t];
+        if ((j == 0 && !oym) || (j == ny && !oyp)) c = 0.0f;
         cy[t] = (C)c;
         return;
     }
@@ -84,8 +81,7 @@ __global__ void face_coefficients(const unsigned char* __restrict__ solid,
     if (t < nw) {
         int i = (int)(t % nx); long long r = t / nx;
         int j = (int)(r % ny); int k = (int)(r / ny);
-        float c = 0.0f;
-        if (k > 0 && k < nz) c = (solid[IDX(k - 1, j, i)] == 0 && solid[IDX(k, j, i)] == 0) ? 1.0f : 0.0f;
+        float c = (k > 0 && k < nz) ? fw[t] : 0.0f;
         cz[t] = (C)c;
     }
 }
@@ -107,8 +103,11 @@ __global__ void restrict_coefficients(const C* __restrict__ cx, const C* __restr
         int J = (int)(r % ncy); int K = (int)(r / ncy);
         int i = min(I * fx, nx);
         float acc = 0.0f;
-        for (int k = K * fz; k < min(K * fz + fz, nz); ++k)
-            for (int j = J * fy; j < min(J * fy + fy, ny); ++j) acc += (float)CX(k, j, i);
+        for (int k = K * fz; k < min(K * fz + fz, nz); ++k) {  // rows first, as the reference
+            float row = 0.0f;
+            for (int j = J * fy; j < min(J * fy + fy, ny); ++j) row += (float)CX(k, j, i);
+            acc += row;
+        }
         float c = acc / (float)fx;
         if (I == 0 || I == ncx) c = c * bx;
         ocx[t] = c;
@@ -120,8 +119,11 @@ __global__ void restrict_coefficients(const C* __restrict__ cx, const C* __restr
         int J = (int)(r % (ncy + 1)); int K = (int)(r / (ncy + 1));
         int j = min(J * fy, ny);
         float acc = 0.0f;
-        for (int k = K * fz; k < min(K * fz + fz, nz); ++k)
-            for (int i = I * fx; i < min(I * fx + fx, nx); ++i) acc += (float)CY(k, j, i);
+        for (int k = K * fz; k < min(K * fz + fz, nz); ++k) {
+            float row = 0.0f;
+            for (int i = I * fx; i < min(I * fx + fx, nx); ++i) row += (float)CY(k, j, i);
+            acc += row;
+        }
         float c = acc / (float)fy;
         if (J == 0 || J == ncy) c = c * by;
         ocy[t] = c;
@@ -133,8 +135,11 @@ __global__ void restrict_coefficients(const C* __restrict__ cx, const C* __restr
         int J = (int)(r % ncy); int K = (int)(r / ncy);
         int k = min(K * fz, nz);
         float acc = 0.0f;
-        for (int j = J * fy; j < min(J * fy + fy, ny); ++j)
-            for (int i = I * fx; i < min(I * fx + fx, nx); ++i) acc += (float)CZ(k, j, i);
+        for (int j = J * fy; j < min(J * fy + fy, ny); ++j) {
+            float row = 0.0f;
+            for (int i = I * fx; i < min(I * fx + fx, nx); ++i) row += (float)CZ(k, j, i);
+            acc += row;
+        }
         ocz[t] = acc / (float)fz;
     }
 }
@@ -957,12 +962,12 @@ def _face_count(nx, ny, nz):
     return nz * ny * (nx + 1) + nz * (ny + 1) * nx + (nz + 1) * ny * nx
 
 
-def face_coefficients(solid, outflow_x_minus, outflow_x_plus, outflow_y_minus, outflow_y_plus,
-                      coef_x, coef_y, coef_z):
-    """Fine-level face coefficients from the solid mask (see the reference)."""
-    nz, ny, nx = solid.shape
+def face_coefficients(fractions, outflow_x_minus, outflow_x_plus, outflow_y_minus,
+                      outflow_y_plus, coef_x, coef_y, coef_z):
+    """Fine-level face coefficients from the faces' open fractions (see the reference)."""
+    nz, ny, nx = fractions[2].shape[0] - 1, fractions[2].shape[1], fractions[2].shape[2]
     _kernel("face_coefficients", coef_x)(_blocks(_face_count(nx, ny, nz)), (_BLOCK,), (
-        solid, _i(outflow_x_minus), _i(outflow_x_plus), _i(outflow_y_minus), _i(outflow_y_plus),
+        *fractions, _i(outflow_x_minus), _i(outflow_x_plus), _i(outflow_y_minus), _i(outflow_y_plus),
         coef_x, coef_y, coef_z, _i(nx), _i(ny), _i(nz)))
 
 

@@ -3,6 +3,8 @@ kernels.reference.wind). Each function is one kernel launch on the current strea
 arrays are C-contiguous CuPy arrays (float32 faces, uint8 solid)."""
 import numpy as np
 
+from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN, FRACTION_SAMPLES,
+                              NO_BLOCK)
 from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
 
 SOURCE = r"""
@@ -10,17 +12,10 @@ __device__ __forceinline__ float quarter(float a, float b, float c, float d) {
     return 0.25f * ((a + b) + (c + d));
 }
 
-#define SOLID(k, j, i) (solid[((k) * ny + (j)) * nx + (i)] != 0)
-
-// No solid cell touches face (k, j, i) of component C (0: u, 1: v, 2: w).
-template <int C>
-__device__ __forceinline__ float open_mask(const unsigned char* __restrict__ solid, int k, int j,
-                                           int i, int nx, int ny, int nz) {
-    bool open;
-    if (C == 0) open = (i == 0 || !SOLID(k, j, i - 1)) && (i == nx || !SOLID(k, j, i));
-    else if (C == 1) open = (j == 0 || !SOLID(k, j - 1, i)) && (j == ny || !SOLID(k, j, i));
-    else open = (k == 0 || !SOLID(k - 1, j, i)) && (k == nz || !SOLID(k, j, i));
-    return open ? 1.0f : 0.0f;
+// Face (k, j, i) of a component whose arrays are ni x nj wide is open: open fraction > 0.
+__device__ __forceinline__ float open_mask(const float* __restrict__ fraction, int k, int j,
+                                           int i, int ni, int nj) {
+    return __ldg(fraction + (k * nj + j) * ni + i) > 0.0f ? 1.0f : 0.0f;
 }
 
 struct Corners {
@@ -49,7 +44,7 @@ __device__ __forceinline__ bool block_open(const unsigned char* __restrict__ blo
 // Trilinear value over the open faces only (kernels.reference.sampling.sample_open).
 template <int C>
 __device__ __forceinline__ float sample_open(const float* __restrict__ field, int ni, int nj, int nk,
-                                             const unsigned char* __restrict__ solid,
+                                             const float* __restrict__ fraction,
                                              const unsigned char* __restrict__ blocks,
                                              int nx, int ny, int nz,
                                              float gx, float gy, float gz, float fallback) {
@@ -68,8 +63,8 @@ __device__ __forceinline__ float sample_open(const float* __restrict__ field, in
     float weight[4];
     for (int r = 0; r < 4; ++r) {
         int k = r < 2 ? q.k0 : q.k1, j = (r & 1) ? q.j1 : q.j0;
-        m[2 * r] = open_mask<C>(solid, k, j, q.i0, nx, ny, nz);
-        m[2 * r + 1] = open_mask<C>(solid, k, j, q.i1, nx, ny, nz);
+        m[2 * r] = open_mask(fraction, k, j, q.i0, ni, nj);
+        m[2 * r + 1] = open_mask(fraction, k, j, q.i1, ni, nj);
         float w0 = m[2 * r] * (1.0f - q.tx), w1 = m[2 * r + 1] * q.tx;
         const float* row = field + (k * nj + j) * ni;
         value[r] = __ldg(row + q.i0) * w0 + __ldg(row + q.i1) * w1;
@@ -85,7 +80,7 @@ __device__ __forceinline__ float sample_open(const float* __restrict__ field, in
 // Smallest and largest open corner sample (kernels.reference.sampling.open_range).
 template <int C>
 __device__ __forceinline__ void open_range(const float* __restrict__ field, int ni, int nj, int nk,
-                                           const unsigned char* __restrict__ solid,
+                                           const float* __restrict__ fraction,
                                            const unsigned char* __restrict__ blocks,
                                            int nx, int ny, int nz, float gx, float gy, float gz,
                                            float fallback, float &low, float &high) {
@@ -102,7 +97,7 @@ __device__ __forceinline__ void open_range(const float* __restrict__ field, int 
     bool found = false;
     for (int r = 0; r < 8; ++r) {
         int k = r < 4 ? q.k0 : q.k1, j = (r & 2) ? q.j1 : q.j0, i = (r & 1) ? q.i1 : q.i0;
-        if (open_mask<C>(solid, k, j, i, nx, ny, nz) != 0.0f) {
+        if (open_mask(fraction, k, j, i, ni, nj) != 0.0f) {
             float f = __ldg(field + (k * nj + j) * ni + i);
             low = fminf(low, f); high = fmaxf(high, f); found = true;
         }
@@ -114,7 +109,7 @@ __device__ __forceinline__ void open_range(const float* __restrict__ field, int 
 template <int C, bool CORRECT>
 __device__ __forceinline__ float interior(const float* __restrict__ field, const float* __restrict__ adv,
                                           int ni, int nj, int nk,
-                                          const unsigned char* __restrict__ solid,
+                                          const float* __restrict__ fraction,
                                           const unsigned char* __restrict__ blocks, int nx, int ny, int nz,
                                           float x, float y, float z, float vx, float vy, float vz,
                                           float h, float dt, float sx, float sy, float sz,
@@ -122,12 +117,12 @@ __device__ __forceinline__ float interior(const float* __restrict__ field, const
     float inv = 1.0f / h;
     float gx = (x - dt * vx) * inv, gy = (y - dt * vy) * inv, gz = (z - dt * vz) * inv;
     if (!CORRECT)
-        return sample_open<C>(field, ni, nj, nk, solid, blocks, nx, ny, nz, gx - sx, gy - sy, gz - sz, own);
+        return sample_open<C>(field, ni, nj, nk, fraction, blocks, nx, ny, nz, gx - sx, gy - sy, gz - sz, own);
     float low, high;
-    open_range<C>(field, ni, nj, nk, solid, blocks, nx, ny, nz, gx - sx, gy - sy, gz - sz, own, low, high);
+    open_range<C>(field, ni, nj, nk, fraction, blocks, nx, ny, nz, gx - sx, gy - sy, gz - sz, own, low, high);
     float back_dt = -dt;
     float bx = (x - back_dt * vx) * inv, by = (y - back_dt * vy) * inv, bz = (z - back_dt * vz) * inv;
-    float back = sample_open<C>(adv, ni, nj, nk, solid, blocks, nx, ny, nz, bx - sx, by - sy, bz - sz, adv_own);
+    float back = sample_open<C>(adv, ni, nj, nk, fraction, blocks, nx, ny, nz, bx - sx, by - sy, bz - sz, adv_own);
     float value = adv_own + 0.5f * (own - back);
     return fminf(fmaxf(value, low), high);
 }
@@ -154,7 +149,7 @@ __device__ __forceinline__ float interior(const float* __restrict__ field, const
 template <bool CORRECT>
 __device__ __forceinline__ float advect_u(const float* __restrict__ u, const float* __restrict__ v,
                                          const float* __restrict__ w, const float* __restrict__ ua,
-                                         const unsigned char* __restrict__ solid,
+                                         const float* __restrict__ fraction,
                                          const unsigned char* __restrict__ blocks,
                                          float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
@@ -173,20 +168,20 @@ __device__ __forceinline__ float advect_u(const float* __restrict__ u, const flo
         int f = (k * ny + j) * (nx + 1) + src;
         float fx = __ldg(u + f);
         float y = ((float)j + 0.5f) * h, z = ((float)k + 0.5f) * h;
-        val = interior<0, CORRECT>(u, ua, nx + 1, ny, nz, solid, blocks, nx, ny, nz, (float)src * h, y, z,
+        val = interior<0, CORRECT>(u, ua, nx + 1, ny, nz, fraction, blocks, nx, ny, nz, (float)src * h, y, z,
                                    fx, fy, fz, h, dt, 0.0f, 0.5f, 0.5f, fx, CORRECT ? __ldg(ua + f) : 0.0f);
         // an outflow side: no backflow
         if (i == 0) val = val < 0.0f ? val : 0.0f;
         else if (i == nx) val = val > 0.0f ? val : 0.0f;
     }
-    if ((i > 0 && SOLID(k, j, i - 1)) || (i < nx && SOLID(k, j, i))) val = 0.0f;
+    if (!(__ldg(fraction + (k * ny + j) * (nx + 1) + i) > 0.0f)) val = 0.0f;  // closed: wins
     return val;
 }
 
 template <bool CORRECT>
 __device__ __forceinline__ float advect_v(const float* __restrict__ u, const float* __restrict__ v,
                                          const float* __restrict__ w, const float* __restrict__ va,
-                                         const unsigned char* __restrict__ solid,
+                                         const float* __restrict__ fraction,
                                          const unsigned char* __restrict__ blocks,
                                          float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
@@ -206,20 +201,20 @@ __device__ __forceinline__ float advect_v(const float* __restrict__ u, const flo
         int f = (k * (ny + 1) + src) * nx + i;
         float fy = __ldg(v + f);
         float x = ((float)i + 0.5f) * h, z = ((float)k + 0.5f) * h;
-        val = interior<1, CORRECT>(v, va, nx, ny + 1, nz, solid, blocks, nx, ny, nz, x, (float)src * h, z,
+        val = interior<1, CORRECT>(v, va, nx, ny + 1, nz, fraction, blocks, nx, ny, nz, x, (float)src * h, z,
                                    fx, fy, fz, h, dt, 0.5f, 0.0f, 0.5f, fy, CORRECT ? __ldg(va + f) : 0.0f);
         // an outflow side: no backflow
         if (j == 0) val = val < 0.0f ? val : 0.0f;
         else if (j == ny) val = val > 0.0f ? val : 0.0f;
     }
-    if ((j > 0 && SOLID(k, j - 1, i)) || (j < ny && SOLID(k, j, i))) val = 0.0f;
+    if (!(__ldg(fraction + (k * (ny + 1) + j) * nx + i) > 0.0f)) val = 0.0f;
     return val;
 }
 
 template <bool CORRECT>
 __device__ __forceinline__ float advect_w(const float* __restrict__ u, const float* __restrict__ v,
                                          const float* __restrict__ w, const float* __restrict__ wa,
-                                         const unsigned char* __restrict__ solid,
+                                         const float* __restrict__ fraction,
                                          const unsigned char* __restrict__ blocks,
                                          float vx, float vy, int sides, float h, float dt,
                                          int i, int j, int k, int nx, int ny, int nz) {
@@ -227,7 +222,7 @@ __device__ __forceinline__ float advect_w(const float* __restrict__ u, const flo
     if (k == 0 || k == nz) return 0.0f;
     if ((i == 0 && x_in_minus) || (i == nx - 1 && x_in_plus) ||
         (j == 0 && y_in_minus) || (j == ny - 1 && y_in_plus)) return 0.0f;
-    if (SOLID(k - 1, j, i) || SOLID(k, j, i)) return 0.0f;
+    if (!(__ldg(fraction + (k * ny + j) * nx + i) > 0.0f)) return 0.0f;
     // 0 < k < nz here: the cells below and above exist
     int ul = ((k - 1) * ny + j) * (nx + 1) + i, ur = ul + ny * (nx + 1);
     int vl = ((k - 1) * (ny + 1) + j) * nx + i, vr = vl + (ny + 1) * nx;
@@ -236,7 +231,7 @@ __device__ __forceinline__ float advect_w(const float* __restrict__ u, const flo
     int f = (k * ny + j) * nx + i;
     float fz = __ldg(w + f);
     float x = ((float)i + 0.5f) * h, y = ((float)j + 0.5f) * h, z = (float)k * h;
-    return interior<2, CORRECT>(w, wa, nx, ny, nz + 1, solid, blocks, nx, ny, nz, x, y, z, fx, fy, fz, h, dt,
+    return interior<2, CORRECT>(w, wa, nx, ny, nz + 1, fraction, blocks, nx, ny, nz, x, y, z, fx, fy, fz, h, dt,
                                 0.5f, 0.5f, 0.0f, fz, CORRECT ? __ldg(wa + f) : 0.0f);
 }
 
@@ -244,7 +239,8 @@ __device__ __forceinline__ float advect_w(const float* __restrict__ u, const flo
 // correction, (ua, va, wa) being the semi-Lagrangian result.
 template <bool CORRECT>
 __global__ void advect(const float* __restrict__ u, const float* __restrict__ v,
-                       const float* __restrict__ w, const unsigned char* __restrict__ solid,
+                       const float* __restrict__ w, const float* __restrict__ fu,
+                       const float* __restrict__ fv, const float* __restrict__ fw,
                        const unsigned char* __restrict__ blocks,
                        float vx, float vy, int sides, float h, float dt,
                        const float* __restrict__ ua, const float* __restrict__ va,
@@ -253,28 +249,29 @@ __global__ void advect(const float* __restrict__ u, const float* __restrict__ v,
                        float* __restrict__ wo, int nx, int ny, int nz) {
     FACE3
     if (j < ny && k < nz)
-        uo[(k * ny + j) * (nx + 1) + i] = advect_u<CORRECT>(u, v, w, ua, solid, blocks, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
+        uo[(k * ny + j) * (nx + 1) + i] = advect_u<CORRECT>(u, v, w, ua, fu, blocks, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
     if (i < nx && k < nz)
-        vo[(k * (ny + 1) + j) * nx + i] = advect_v<CORRECT>(u, v, w, va, solid, blocks, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
+        vo[(k * (ny + 1) + j) * nx + i] = advect_v<CORRECT>(u, v, w, va, fv, blocks, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
     if (i < nx && j < ny)
-        wo[(k * ny + j) * nx + i] = advect_w<CORRECT>(u, v, w, wa, solid, blocks, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
+        wo[(k * ny + j) * nx + i] = advect_w<CORRECT>(u, v, w, wa, fw, blocks, vx, vy, sides, h, dt, i, j, k, nx, ny, nz);
 }
 
 extern "C" __global__ void divergence(const float* __restrict__ u, const float* __restrict__ v,
                                       const float* __restrict__ w,
-                                      const unsigned char* __restrict__ solid, float s,
+                                      const float* __restrict__ fu, const float* __restrict__ fv,
+                                      const float* __restrict__ fw, float s,
                                       float* __restrict__ out, int nx, int ny, int nz) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int j = blockIdx.y * blockDim.y + threadIdx.y;
     const int k = blockIdx.z;
     if (i >= nx || j >= ny) return;
     const int t = (k * ny + j) * nx + i;
-    if (solid[t] != 0) { out[t] = 0.0f; return; }
-    const int fu = t + k * ny + j;   // (k, j, i) in u
-    const int fv = t + k * nx;       // (k, j, i) in v
-    float flux = ((__ldg(u + fu + 1) - __ldg(u + fu)) + (__ldg(v + fv + nx) - __ldg(v + fv)))
-               + (__ldg(w + t + ny * nx) - __ldg(w + t));
-    out[t] = s * flux;
+    const int cu = t + k * ny + j;   // (k, j, i) in u
+    const int cv = t + k * nx;       // (k, j, i) in v
+    float x = __ldg(fu + cu + 1) * __ldg(u + cu + 1) - __ldg(fu + cu) * __ldg(u + cu);
+    float y = __ldg(fv + cv + nx) * __ldg(v + cv + nx) - __ldg(fv + cv) * __ldg(v + cv);
+    float z = __ldg(fw + t + ny * nx) * __ldg(w + t + ny * nx) - __ldg(fw + t) * __ldg(w + t);
+    out[t] = s * ((x + y) + z);
 }
 
 // p at cell (k, j, i) = t, 0 outside the grid
@@ -292,47 +289,43 @@ __global__ void project(float* __restrict__ u, float* __restrict__ v, float* __r
         const int f = t + k * ny + j;
         float c = (float)cx[f];
         if (c != 0.0f)
-            u[f] = u[f] - (s * c) * (PAT(in, t) - PAT(i > 0, t - 1));
+            u[f] = u[f] - s * (PAT(in, t) - PAT(i > 0, t - 1));
     }
     if (i < nx && k < nz) {
         const int f = t + k * nx;
         float c = (float)cy[f];
         if (c != 0.0f)
-            v[f] = v[f] - (s * c) * (PAT(in, t) - PAT(j > 0, t - nx));
+            v[f] = v[f] - s * (PAT(in, t) - PAT(j > 0, t - nx));
     }
     if (i < nx && j < ny) {
         float c = (float)cz[t];
         if (c != 0.0f)
-            w[t] = w[t] - (s * c) * (PAT(in, t) - PAT(k > 0, t - nx * ny));
+            w[t] = w[t] - s * (PAT(in, t) - PAT(k > 0, t - nx * ny));
     }
 }
 
+// all faces (k..k+1, j..j+1, i..i+1) of a component's ni x nj x nk array that exist are open
+__device__ __forceinline__ bool block_of_faces_open(const float* __restrict__ f, int k, int j, int i,
+                                                    int ni, int nj, int nk) {
+    for (int kk = k; kk < min(k + 2, nk); ++kk)
+        for (int jj = j; jj < min(j + 2, nj); ++jj)
+            for (int ii = i; ii < min(i + 2, ni); ++ii)
+                if (!(f[(kk * nj + jj) * ni + ii] > 0.0f)) return false;
+    return true;
+}
+
 // out[k][j][i] bit C (1 u, 2 v, 4 w): every face of component C in the 2 x 2 x 2 block from
-// face index (k, j, i) that exists is open, i.e. no solid cell among the cells those faces
-// touch: u: cells k..k+1, j..j+1, i-1..i+1; v: k..k+1, j-1..j+1, i..i+1; w: k-1..k+1,
-// j..j+1, i..i+1 (cells outside the grid count as fluid).
-extern "C" __global__ void open_blocks(const unsigned char* __restrict__ solid,
+// face index (k, j, i) that exists is open (open fraction > 0).
+extern "C" __global__ void open_blocks(const float* __restrict__ fu, const float* __restrict__ fv,
+                                       const float* __restrict__ fw,
                                        unsigned char* __restrict__ out, int nx, int ny, int nz) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int j = blockIdx.y * blockDim.y + threadIdx.y;
     const int k = blockIdx.z;
     if (i >= nx || j >= ny) return;
-    bool u = true, v = true, w = true;
-    for (int dk = -1; dk <= 1; ++dk) {
-        int kk = k + dk;
-        if (kk < 0 || kk >= nz) continue;
-        for (int dj = -1; dj <= 1; ++dj) {
-            int jj = j + dj;
-            if (jj < 0 || jj >= ny) continue;
-            for (int di = -1; di <= 1; ++di) {
-                int ii = i + di;
-                if (ii < 0 || ii >= nx || solid[(kk * ny + jj) * nx + ii] == 0) continue;
-                if (dk >= 0 && dj >= 0) u = false;
-                if (dk >= 0 && di >= 0) v = false;
-                if (dj >= 0 && di >= 0) w = false;
-            }
-        }
-    }
+    bool u = block_of_faces_open(fu, k, j, i, nx + 1, ny, nz);
+    bool v = block_of_faces_open(fv, k, j, i, nx, ny + 1, nz);
+    bool w = block_of_faces_open(fw, k, j, i, nx, ny, nz + 1);
     out[(k * ny + j) * nx + i] = (u ? 1 : 0) | (v ? 2 : 0) | (w ? 4 : 0);
 }
 
@@ -343,6 +336,158 @@ __device__ __forceinline__ float centre_ground(const float* __restrict__ height,
     float cy = y0 + ((float)j + 0.5f) * h;
     return sample_bilinear(height, hnx, hny, hx0, hy0, spacing, cx, cy)
          + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, cx, cy);
+}
+
+// column_top stands more than half a cell above the ground at this column's centre and
+// at its four neighbours' (clamped at the grid's edge): a thin obstacle no centre sees
+__device__ __forceinline__ bool thin_obstacle(const float* __restrict__ height,
+        const float* __restrict__ snow, int hnx, int hny, float hx0, float hy0, float spacing,
+        float x0, float y0, float h, int i, int j, int nx, int ny, float ground, float top) {
+    float limit = 0.5f * h;
+    bool thin = top - ground > limit;
+    const int di[4] = {-1, 1, 0, 0}, dj[4] = {0, 0, -1, 1};
+    for (int n = 0; n < 4 && thin; ++n) {
+        int ni = min(max(i + di[n], 0), nx - 1), nj = min(max(j + dj[n], 0), ny - 1);
+        thin = top - centre_ground(height, snow, hnx, hny, hx0, hy0, spacing, x0, y0, h,
+                                   ni, nj) > limit;
+    }
+    return thin;
+}
+
+extern "C" __global__ void block_tops(const float* __restrict__ height,
+                                      const float* __restrict__ snow, int hnx, int hny,
+                                      float hx0, float hy0, float spacing, float x0, float y0,
+                                      float h, const float* __restrict__ column_top,
+                                      float no_block, float* __restrict__ out, int nx, int ny) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)ny * nx) return;
+    int i = (int)(t % nx); int j = (int)(t / nx);
+    float ground = centre_ground(height, snow, hnx, hny, hx0, hy0, spacing, x0, y0, h, i, j);
+    out[t] = thin_obstacle(height, snow, hnx, hny, hx0, hy0, spacing, x0, y0, h, i, j, nx, ny,
+                           ground, column_top[t]) ? column_top[t] : no_block;
+}
+
+__device__ __forceinline__ float snap_fraction(float a, float low, float high, float least) {
+    return a < low ? 0.0f : (a > high ? 1.0f : fmaxf(a, least));
+}
+
+__device__ __forceinline__ float terrain_at(const float* __restrict__ height,
+        const float* __restrict__ snow, int hnx, int hny, float hx0, float hy0, float spacing,
+        float x, float y, float block) {
+    float t = sample_bilinear(height, hnx, hny, hx0, hy0, spacing, x, y)
+            + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y);
+    return fmaxf(t, block);
+}
+
+#define FRACTION_SAMPLES 8
+
+// out[k * stride] for k < layers: snapped mean over the samples of clamp((top_k - t) / h, 0, 1)
+__device__ __forceinline__ void vertical_fractions(const float* t, float* __restrict__ out,
+                                                   long long stride, int layers, float z0,
+                                                   float h, float step, float low, float high,
+                                                   float least) {
+    for (int k = 0; k < layers; ++k) {
+        float top = z0 + (float)(k + 1) * h;
+        float total = 0.0f;
+        for (int s = 0; s < FRACTION_SAMPLES; ++s)
+            total = total + fminf(fmaxf((top - t[s]) / h, 0.0f), 1.0f);
+        out[k * stride] = snap_fraction(total * step, low, high, least);
+    }
+}
+
+// One thread per face column (i, j) of the (nx + 1) x (ny + 1) launch: the u, v and w faces
+// with those indices that exist (kernels.reference.wind.face_fractions).
+extern "C" __global__ void face_fractions(const float* __restrict__ height,
+                                          const float* __restrict__ snow, int hnx, int hny,
+                                          float hx0, float hy0, float spacing, float x0,
+                                          float y0, float z0, float h,
+                                          const float* __restrict__ blocks, float no_block,
+                                          float low, float high, float least,
+                                          float* __restrict__ fu, float* __restrict__ fv,
+                                          float* __restrict__ fw, int nx, int ny, int nz) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (i > nx || j > ny) return;
+    const float step = 1.0f / (float)FRACTION_SAMPLES;
+    float t[FRACTION_SAMPLES];
+    if (j < ny) {                                   // u face column
+        float block = no_block;
+        if (i > 0) block = fmaxf(block, blocks[j * nx + i - 1]);
+        if (i < nx) block = fmaxf(block, blocks[j * nx + i]);
+        float x = x0 + (float)i * h;
+        for (int s = 0; s < FRACTION_SAMPLES; ++s) {
+            float y = y0 + ((float)j + ((float)s + 0.5f) * step) * h;
+            t[s] = terrain_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y, block);
+        }
+        vertical_fractions(t, fu + (long long)j * (nx + 1) + i, (long long)ny * (nx + 1), nz,
+                           z0, h, step, low, high, least);
+    }
+    if (i < nx) {                                   // v face column
+        float block = no_block;
+        if (j > 0) block = fmaxf(block, blocks[(j - 1) * nx + i]);
+        if (j < ny) block = fmaxf(block, blocks[j * nx + i]);
+        float y = y0 + (float)j * h;
+        for (int s = 0; s < FRACTION_SAMPLES; ++s) {
+            float x = x0 + ((float)i + ((float)s + 0.5f) * step) * h;
+            t[s] = terrain_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y, block);
+        }
+        vertical_fractions(t, fv + (long long)j * nx + i, (long long)(ny + 1) * nx, nz, z0, h,
+                           step, low, high, least);
+    }
+    if (i < nx && j < ny) {                         // w face column: the column's footprint
+        float block = blocks[j * nx + i];
+        float ts[FRACTION_SAMPLES][FRACTION_SAMPLES + 1];
+        float lowest = __int_as_float(0x7f800000), highest = -lowest;
+        for (int r = 0; r < FRACTION_SAMPLES; ++r) {
+            float y = y0 + ((float)j + ((float)r + 0.5f) * step) * h;
+            for (int e = 0; e <= FRACTION_SAMPLES; ++e) {
+                float x = x0 + ((float)i + (float)e * step) * h;
+                float value = terrain_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y, block);
+                ts[r][e] = value;
+                lowest = fminf(lowest, value);
+                highest = fmaxf(highest, value);
+            }
+        }
+        const float area = step * step;
+        const long long slice = (long long)ny * nx;
+        float* column = fw + (long long)j * nx + i;
+        for (int k = 0; k <= nz; ++k) {
+            float z = z0 + (float)k * h;
+            float value;
+            if (z > highest) value = 1.0f;
+            else if (z <= lowest) value = 0.0f;
+            else {
+                float total = 0.0f;
+                for (int r = 0; r < FRACTION_SAMPLES; ++r)
+                    for (int s = 0; s < FRACTION_SAMPLES; ++s) {
+                        float lo = fminf(ts[r][s], ts[r][s + 1]), hi = fmaxf(ts[r][s], ts[r][s + 1]);
+                        float span = hi - lo;
+                        float part = span > 0.0f ? fminf(fmaxf((z - lo) / span, 0.0f), 1.0f)
+                                                 : (lo < z ? 1.0f : 0.0f);
+                        total = total + part;
+                    }
+                value = snap_fraction(total * area, low, high, least);
+            }
+            column[k * slice] = value;
+        }
+    }
+}
+
+extern "C" __global__ void voxel_fractions(const unsigned char* __restrict__ solid,
+                                           float* __restrict__ fu, float* __restrict__ fv,
+                                           float* __restrict__ fw, int nx, int ny, int nz) {
+    FACE3
+#define SOLID(k, j, i) (solid[((k) * ny + (j)) * nx + (i)] != 0)
+    if (j < ny && k < nz)
+        fu[(k * ny + j) * (nx + 1) + i] =
+            ((i > 0 && SOLID(k, j, i - 1)) || (i < nx && SOLID(k, j, i))) ? 0.0f : 1.0f;
+    if (i < nx && k < nz)
+        fv[(k * (ny + 1) + j) * nx + i] =
+            ((j > 0 && SOLID(k, j - 1, i)) || (j < ny && SOLID(k, j, i))) ? 0.0f : 1.0f;
+    if (i < nx && j < ny)
+        fw[(k * ny + j) * nx + i] =
+            ((k > 0 && SOLID(k - 1, j, i)) || (k < nz && SOLID(k, j, i))) ? 0.0f : 1.0f;
+#undef SOLID
 }
 
 extern "C" __global__ void solid_from_heightmap(const float* __restrict__ height,
@@ -356,18 +501,10 @@ extern "C" __global__ void solid_from_heightmap(const float* __restrict__ height
     if (t >= (long long)ny * nx) return;
     int i = (int)(t % nx); int j = (int)(t / nx);
     float ground = centre_ground(height, snow, hnx, hny, hx0, hy0, spacing, x0, y0, h, i, j);
-    if (use_top) {
-        // a thin obstacle that neither this centre nor a neighbour's sees: solid to its top
-        float top = column_top[t], limit = 0.5f * h;
-        bool thin = top - ground > limit;
-        const int di[4] = {-1, 1, 0, 0}, dj[4] = {0, 0, -1, 1};
-        for (int n = 0; n < 4 && thin; ++n) {
-            int ni = min(max(i + di[n], 0), nx - 1), nj = min(max(j + dj[n], 0), ny - 1);
-            thin = top - centre_ground(height, snow, hnx, hny, hx0, hy0, spacing, x0, y0, h,
-                                       ni, nj) > limit;
-        }
-        if (thin) ground = top;
-    }
+    // a thin obstacle that neither this centre nor a neighbour's sees: solid to its top
+    if (use_top && thin_obstacle(height, snow, hnx, hny, hx0, hy0, spacing, x0, y0, h, i, j, nx,
+                                 ny, ground, column_top[t]))
+        ground = column_top[t];
     for (int k = 0; k < nz; ++k) {
         float cz = z0 + ((float)k + 0.5f) * h;
         solid[((long long)k * ny + j) * nx + i] = cz < ground ? 1 : 0;
@@ -412,57 +549,93 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
         np.int32(use_top), column_top if use_top else height))
 
 
-def open_blocks(solid, out):
+def block_tops(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top, out):
+    """out (ny, nx) float32 m: ``column_top`` in the columns of a thin obstacle, NO_BLOCK
+    elsewhere (see the reference)."""
+    ny, nx = out.shape
+    hny, hnx = height.shape
+    f = np.float32
+    _kernel("block_tops")(_blocks(ny * nx), (_BLOCK,), (
+        height, snow_depth, np.int32(hnx), np.int32(hny), f(hx0), f(hy0), f(spacing), f(x0),
+        f(y0), f(cell_size), column_top, NO_BLOCK, out, np.int32(nx), np.int32(ny)))
+
+
+def face_fractions(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, blocks,
+                   frac_u, frac_v, frac_w):
+    """Open area fraction of every face against the terrain surface, thin obstacles' columns
+    filled to ``blocks`` (see the reference); one thread per face column."""
+    assert FRACTION_SAMPLES == 8  # the kernel's FRACTION_SAMPLES
+    nzp, ny, nx = frac_w.shape
+    hny, hnx = height.shape
+    f = np.float32
+    grid, block = _tiles(nx + 1, ny + 1, 1)
+    _kernel("face_fractions")(grid, block, (
+        height, snow_depth, np.int32(hnx), np.int32(hny), f(hx0), f(hy0), f(spacing), f(x0),
+        f(y0), f(z0), f(cell_size), blocks, NO_BLOCK, FRACTION_LOW, FRACTION_HIGH, FRACTION_MIN,
+        frac_u, frac_v, frac_w, np.int32(nx), np.int32(ny), np.int32(nzp - 1)))
+
+
+def voxel_fractions(solid, frac_u, frac_v, frac_w):
+    """Open fractions of a solid mask: 1 where no solid cell touches a face, else 0."""
+    nz, ny, nx = solid.shape
+    grid, block = _tiles(nx + 1, ny + 1, nz + 1)
+    _kernel("voxel_fractions")(grid, block, (
+        solid, frac_u, frac_v, frac_w, np.int32(nx), np.int32(ny), np.int32(nz)))
+
+
+def open_blocks(fractions, out):
     """out[k, j, i] (uint8, the cell shape): bit C (1 u, 2 v, 4 w) set when every face of
-    component C in the 2 x 2 x 2 block from face index (k, j, i) is open (see the
+    component C in the 2 x 2 x 2 block from face index (k, j, i) is open, A_f > 0 (see the
     reference). Computed when the obstacles change; the advection kernels take the plain
     trilinear path where a sample's block is open."""
-    nz, ny, nx = solid.shape
+    nz, ny, nx = out.shape
     grid, block = _tiles(nx, ny, nz)
-    _kernel("open_blocks")(grid, block, (solid, out, np.int32(nx), np.int32(ny), np.int32(nz)))
+    _kernel("open_blocks")(grid, block, (*fractions, out, np.int32(nx), np.int32(ny),
+                                         np.int32(nz)))
 
 
-def _advect(name, u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt, adv, out,
+def _advect(name, u, v, w, fractions, inflow_x, inflow_y, inflow_sides, cell_size, dt, adv, out,
             blocks):
-    nz, ny, nx = solid.shape
+    nz, ny, nx = w.shape[0] - 1, w.shape[1], w.shape[2]
     if blocks is None:
         import cupy
-        blocks = cupy.empty(solid.shape, np.uint8)
-        open_blocks(solid, blocks)
+        blocks = cupy.empty((nz, ny, nx), np.uint8)
+        open_blocks(fractions, blocks)
     f = np.float32
     grid, block = _tiles(nx + 1, ny + 1, nz + 1)
     _kernel(name)(grid, block, (
-        u, v, w, solid, blocks, f(inflow_x), f(inflow_y), np.int32(inflow_sides), f(cell_size),
-        f(dt), *adv, *out, np.int32(nx), np.int32(ny), np.int32(nz)))
+        u, v, w, *fractions, blocks, f(inflow_x), f(inflow_y), np.int32(inflow_sides),
+        f(cell_size), f(dt), *adv, *out, np.int32(nx), np.int32(ny), np.int32(nz)))
 
 
-def advect_velocity(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+def advect_velocity(u, v, w, fractions, inflow_x, inflow_y, inflow_sides, cell_size, dt,
                     u_out, v_out, w_out, blocks=None):
-    """Semi-Lagrangian self-advection over dt (s), sampling open faces only, plus the
-    boundary conditions (inflow through the sides of the bit mask ``inflow_sides``; one
-    launch). ``blocks``: open_blocks(solid) when the caller keeps it (computed here
-    otherwise); the result does not depend on it."""
-    _advect("advect<false>", u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-            (u, v, w), (u_out, v_out, w_out), blocks)
+    """Semi-Lagrangian self-advection over dt (s), sampling open faces only (open fraction
+    > 0), plus the boundary conditions (inflow through the sides of the bit mask
+    ``inflow_sides``; one launch). ``blocks``: open_blocks(fractions) when the caller keeps
+    it (computed here otherwise); the result does not depend on it."""
+    _advect("advect<false>", u, v, w, fractions, inflow_x, inflow_y, inflow_sides, cell_size,
+            dt, (u, v, w), (u_out, v_out, w_out), blocks)
 
 
-def correct_advection(u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
+def correct_advection(u, v, w, fractions, inflow_x, inflow_y, inflow_sides, cell_size, dt,
                       u_adv, v_adv, w_adv, u_out, v_out, w_out, blocks=None):
     """MacCormack correction of advect_velocity's result (one launch; see the reference)."""
-    _advect("advect<true>", u, v, w, solid, inflow_x, inflow_y, inflow_sides, cell_size, dt,
-            (u_adv, v_adv, w_adv), (u_out, v_out, w_out), blocks)
+    _advect("advect<true>", u, v, w, fractions, inflow_x, inflow_y, inflow_sides, cell_size,
+            dt, (u_adv, v_adv, w_adv), (u_out, v_out, w_out), blocks)
 
 
-def divergence(u, v, w, solid, scale, out):
-    """out = scale * net outflow of face velocities per fluid cell, 0 in solid cells."""
-    nz, ny, nx = solid.shape
+def divergence(u, v, w, fractions, scale, out):
+    """out = scale * net outflow A_f u_f of each cell's faces (see the reference)."""
+    nz, ny, nx = out.shape
     grid, block = _tiles(nx, ny, nz)
     _kernel("divergence")(grid, block, (
-        u, v, w, solid, np.float32(scale), out, np.int32(nx), np.int32(ny), np.int32(nz)))
+        u, v, w, *fractions, np.float32(scale), out, np.int32(nx), np.int32(ny), np.int32(nz)))
 
 
 def project(u, v, w, pressure, coef_x, coef_y, coef_z, scale):
-    """Subtract scale * coefficient * pressure difference across each face, in place."""
+    """Subtract scale * pressure difference across each face whose coefficient is not 0
+    (the full gradient, also on a partly open face), in place."""
     nz, ny, nx = pressure.shape
     grid, block = _tiles(nx + 1, ny + 1, nz + 1)
     _kernel("project", coef_x)(grid, block, (

@@ -29,43 +29,33 @@ from .sampling import sample_bilinear
 F32 = np.float32
 
 
-def surface_wind(u, v, w, solid, wind_x, wind_y):
+def surface_wind(u, v, w, fractions, wind_x, wind_y):
     """wind_x, wind_y (ny_w, nx_w) float32 m/s: the wind along the surface at each column's
-    lowest open cell, as a horizontal vector: the direction of the mean of its open u (and
-    v) faces (a face is open when no solid cell touches it), the length of the whole wind
-    with the w of its top face (when open): on a slope or at a step of the terrain's
-    staircase the air turns upward, and its speed along the surface is not lost. 0 where
-    no horizontal face is open or the whole column is solid."""
-    nz, ny, nx = solid.shape
-    fluid = solid == 0
-    lowest = np.argmax(fluid, axis=0)             # first open cell from the bottom
-    any_open = fluid.any(axis=0)
+    lowest open cell (the lowest with a face of open fraction A_f > 0, ``fractions`` =
+    (frac_u, frac_v, frac_w) of the wind: with cut cells the air right over the terrain),
+    as a horizontal vector: the direction of the A_f-weighted mean of its two u (and v)
+    faces, the length of the whole wind with the w of its top face (when open): on a slope
+    the air turns upward, and its speed along the surface is not lost. 0 where no
+    horizontal face of that cell is open or the whole column is closed."""
+    fu, fv, fw = (np.asarray(f, F32) for f in fractions)
+    nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
+    cell_open = (((fu[:, :, :-1] + fu[:, :, 1:]) + (fv[:, :-1, :] + fv[:, 1:, :]))
+                 + (fw[:-1] + fw[1:])) > 0
+    lowest = np.argmax(cell_open, axis=0)          # first open cell from the bottom
+    any_open = cell_open.any(axis=0)
     j, i = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
     k = lowest
 
-    def cell_solid(kk, jj, ii):
-        inside = (jj >= 0) & (jj < ny) & (ii >= 0) & (ii < nx)
-        return np.where(inside, solid[kk, np.clip(jj, 0, ny - 1), np.clip(ii, 0, nx - 1)] != 0,
-                        False)
-
-    def mean_open(a, open_a, b, open_b):
-        wa = open_a.astype(F32)
-        wb = open_b.astype(F32)
-        total = (a * wa + b * wb).astype(F32)
-        count = (wa + wb).astype(F32)
+    def weighted(a, weight_a, b, weight_b):
+        total = ((a * weight_a).astype(F32) + (b * weight_b).astype(F32)).astype(F32)
+        count = (weight_a + weight_b).astype(F32)
         return np.where(count > 0, (total / np.where(count > 0, count, F32(1))).astype(F32),
                         F32(0)).astype(F32)
 
-    left_open = ~cell_solid(k, j, i - 1)
-    right_open = ~cell_solid(k, j, i + 1)
-    front_open = ~cell_solid(k, j - 1, i)
-    back_open = ~cell_solid(k, j + 1, i)
-    wx = mean_open(u[k, j, i], left_open, u[k, j, i + 1], right_open)
-    wy = mean_open(v[k, j, i], front_open, v[k, j + 1, i], back_open)
-    top = np.minimum(k + 1, nz - 1)
-    top_open = (k + 1 >= nz) | (solid[top, j, i] == 0)
-    wz = np.where(top_open, w[k + 1, j, i], F32(0)).astype(F32)
-    horizontal = (wx * wx + wy * wy).astype(F32)
+    wx = weighted(u[k, j, i], fu[k, j, i], u[k, j, i + 1], fu[k, j, i + 1])
+    wy = weighted(v[k, j, i], fv[k, j, i], v[k, j + 1, i], fv[k, j + 1, i])
+    wz = np.where(fw[k + 1, j, i] > 0, w[k + 1, j, i], F32(0)).astype(F32)
+    horizontal = ((wx * wx).astype(F32) + (wy * wy).astype(F32)).astype(F32)
     safe = np.where(horizontal > 0, horizontal, F32(1))
     factor = np.sqrt(((horizontal + (wz * wz).astype(F32)) / safe).astype(F32)).astype(F32)
     wx = np.where(horizontal > 0, (wx * factor).astype(F32), wx)

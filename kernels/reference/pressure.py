@@ -3,8 +3,9 @@
 The system on every multigrid level is ``A p = b`` over cells ``(nz, ny, nx)`` with
 ``(A p)_c = sum over the 6 faces f of c_f * (p_c - p_neighbour)``; face coefficients
 ``coef_x (nz, ny, nx+1)``, ``coef_y (nz, ny+1, nx)``, ``coef_z (nz+1, ny, nx)`` float32
-(1 = open, 0 = wall/solid/Neumann; a domain face with a coefficient > 0 is a Dirichlet
-face with ``p = 0`` outside). Cells whose faces are all 0 (solid) are held at p = 0.
+(the open fraction of the face, 1 = open, 0 = wall/solid/Neumann; a domain face with a
+coefficient > 0 is a Dirichlet face with ``p = 0`` outside). Cells whose faces are all 0
+(solid) are held at p = 0.
 
 Multigrid transfer (cell-centred, per axis coarsening factor f = 2 or 1): prolongation
 is trilinear (weights 3/4 to the parent, 1/4 to the parent's neighbour on the child's
@@ -39,19 +40,24 @@ def _neighbour_sum(p, coef_x, coef_y, coef_z):
              + (coef_z[:-1] * q[:-2, 1:-1, 1:-1] + coef_z[1:] * q[2:, 1:-1, 1:-1]))).astype(F32)
 
 
-def face_coefficients(solid, outflow_x_minus, outflow_x_plus, outflow_y_minus, outflow_y_plus,
-                      coef_x, coef_y, coef_z):
-    """Fine-level face coefficients from the solid mask (uint8 (nz, ny, nx)): 1 between two
-    fluid cells and on outflow (Dirichlet) domain sides next to a fluid cell, else 0
-    (walls, inflow sides, bottom, lid). The output arrays may be float32 or uint8."""
-    fluid = (solid == 0).astype(F32)
-    coef_x[:, :, 1:-1] = fluid[:, :, 1:] * fluid[:, :, :-1]
-    coef_x[:, :, 0] = fluid[:, :, 0] if outflow_x_minus else 0
-    coef_x[:, :, -1] = fluid[:, :, -1] if outflow_x_plus else 0
-    coef_y[:, 1:-1, :] = fluid[:, 1:, :] * fluid[:, :-1, :]
-    coef_y[:, 0, :] = fluid[:, 0, :] if outflow_y_minus else 0
-    coef_y[:, -1, :] = fluid[:, -1, :] if outflow_y_plus else 0
-    coef_z[1:-1] = fluid[1:] * fluid[:-1]
+def face_coefficients(fractions, outflow_x_minus, outflow_x_plus, outflow_y_minus,
+                      outflow_y_plus, coef_x, coef_y, coef_z):
+    """Fine-level face coefficients from the faces' open fractions A_f (``fractions`` =
+    (frac_u, frac_v, frac_w), float32 in [0, 1], see kernels.reference.wind): A_f inside
+    the domain and on outflow (Dirichlet) sides, 0 on prescribed (inflow) sides, the
+    bottom and the lid. The outputs may be float32, or uint8 when every A_f is 0 or 1."""
+    fu, fv, fw = fractions
+    coef_x[...] = fu
+    coef_y[...] = fv
+    coef_z[...] = fw
+    if not outflow_x_minus:
+        coef_x[:, :, 0] = 0
+    if not outflow_x_plus:
+        coef_x[:, :, -1] = 0
+    if not outflow_y_minus:
+        coef_y[:, 0, :] = 0
+    if not outflow_y_plus:
+        coef_y[:, -1, :] = 0
     coef_z[0] = 0
     coef_z[-1] = 0
 

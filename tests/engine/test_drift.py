@@ -28,16 +28,32 @@ def _random_case(seed, nz=6, ny=7, nx=9, hy=23, hx=31):
     return solid, u, v, w, has_surface, snow, height
 
 
+def _cut(fractions, seed):
+    """Voxel fractions with cut faces along the ground: every closed face next to an open
+    one gets a fraction in (0, 1), as the terrain's surface crossing it would."""
+    rng = np.random.default_rng(seed)
+    cut = []
+    for axis, f in enumerate(fractions):
+        axis = 2 - axis                         # u varies along x (the last axis), w along z
+        shifted = np.maximum(np.roll(f, 1, axis=axis), np.roll(f, -1, axis=axis))
+        edge = (f == 0) & (shifted > 0) & (rng.random(f.shape) < 0.7)
+        f = f.copy()
+        f[edge] = rng.uniform(0.01, 0.99, int(edge.sum())).astype(np.float32)
+        cut.append(f)
+    return tuple(cut)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_numba_drift_kernels_match_reference_bit_for_bit(seed):
+def test_numba_drift_kernels_match_reference_bit_for_bit(seed, fractions_of):
     solid, u, v, w, has_surface, snow, height = _random_case(seed)
     ny, nx = solid.shape[1:]
-    wind = [np.zeros((ny, nx), np.float32) for _ in range(4)]
-    ref.surface_wind(u, v, w, solid, wind[0], wind[1])
-    cpu.surface_wind(u, v, w, solid, wind[2], wind[3])
-    np.testing.assert_array_equal(wind[0], wind[2])
-    np.testing.assert_array_equal(wind[1], wind[3])
-    assert wind[0][2, 3] == 0 and wind[1][2, 3] == 0  # no open cell in that column
+    for fractions in (_cut(fractions_of(solid), seed), fractions_of(solid)):
+        wind = [np.zeros((ny, nx), np.float32) for _ in range(4)]
+        ref.surface_wind(u, v, w, fractions, wind[0], wind[1])
+        cpu.surface_wind(u, v, w, fractions, wind[2], wind[3])
+        np.testing.assert_array_equal(wind[0], wind[2])
+        np.testing.assert_array_equal(wind[1], wind[3])
+    assert wind[0][2, 3] == 0 and wind[1][2, 3] == 0  # voxels: no open cell in that column
     shape = has_surface.shape
     flux = [np.zeros(shape, np.float32) for _ in range(4)]
     args = (-1.0, -2.0, 1.5, -0.5, -1.7, 0.4, has_surface, 0.07, 0.3, 0.05, 0.6, 0.8)
@@ -178,7 +194,7 @@ def test_volume_books_balance_with_drift_in_a_bake():
 
 
 @pytest.mark.parametrize("module", [ref, cpu], ids=["reference", "cpu"])
-def test_surface_wind_keeps_the_speed_of_air_turning_up_a_slope(module):
+def test_surface_wind_keeps_the_speed_of_air_turning_up_a_slope(module, fractions_of):
     nz, ny, nx = 3, 1, 2
     solid = np.zeros((nz, ny, nx), np.uint8)
     solid[0] = 1                                     # the lowest open cells are at k = 1
@@ -187,12 +203,21 @@ def test_surface_wind_keeps_the_speed_of_air_turning_up_a_slope(module):
     w = np.zeros((nz + 1, ny, nx), np.float32)
     w[2, 0, 0] = 3.0                                 # air rising out of column 0's cell
     wind = [np.zeros((ny, nx), np.float32) for _ in range(2)]
-    module.surface_wind(u, v, w, solid, *wind)
+    module.surface_wind(u, v, w, fractions_of(solid), *wind)
     np.testing.assert_allclose(wind[0][0], [np.sqrt(10.0), 1.0], rtol=1e-6)
     assert not wind[1].any()
     solid[2, 0, 0] = 1                               # an overhang: its face is not open
-    module.surface_wind(u, v, w, solid, *wind)
+    module.surface_wind(u, v, w, fractions_of(solid), *wind)
     np.testing.assert_allclose(wind[0][0], [1.0, 1.0], rtol=1e-6)
+    # cut cells: the lowest cell with an open face is the one the terrain cuts, and its
+    # faces count by their open fractions
+    fu, fv, fw = fractions_of(np.zeros((nz, ny, nx), np.uint8))
+    fu[0] = [[0.0, 0.25, 0.75]]                       # the ground rises toward -x in layer 0
+    fw[0] = 0.0
+    u[0] = [[7.0, 2.0, 4.0]]
+    w[1] = 0.0
+    module.surface_wind(u, v, w, (fu, fv, fw), *wind)
+    np.testing.assert_allclose(wind[0][0], [2.0, (0.25 * 2.0 + 0.75 * 4.0) / 1.0], rtol=1e-6)
 
 
 def _shelter_case(seed, ny=23, nx=31, wny=9, wnx=13):

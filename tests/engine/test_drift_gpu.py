@@ -23,16 +23,18 @@ def _case(seed, nz=6, ny=37, nx=70, hy=45, hx=83):
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_cuda_drift_matches_reference(gpu_backend, seed):
+def test_cuda_drift_matches_reference(gpu_backend, seed, fractions_of):
     gd, xp = gpu_backend.kernel_module("drift"), gpu_backend.xp
     solid, u, v, w, has_surface, snow, height = _case(seed)
     ny, nx = solid.shape[1:]
-    wind = [np.zeros((ny, nx), np.float32) for _ in range(2)]
-    ref.surface_wind(u, v, w, solid, *wind)
-    device_wind = [xp.full((ny, nx), 9.0, xp.float32) for _ in range(2)]
-    gd.surface_wind(xp.asarray(u), xp.asarray(v), xp.asarray(w), xp.asarray(solid), *device_wind)
-    for a, e in zip(device_wind, wind):
-        np.testing.assert_array_equal(xp.asnumpy(a), e)
+    for fractions in (fractions_of(solid), fractions_of(solid, np.random.default_rng(seed))):
+        wind = [np.zeros((ny, nx), np.float32) for _ in range(2)]
+        ref.surface_wind(u, v, w, fractions, *wind)
+        device_wind = [xp.full((ny, nx), 9.0, xp.float32) for _ in range(2)]
+        gd.surface_wind(xp.asarray(u), xp.asarray(v), xp.asarray(w),
+                        tuple(xp.asarray(f) for f in fractions), *device_wind)
+        for a, e in zip(device_wind, wind):
+            np.testing.assert_array_equal(xp.asnumpy(a), e)
 
     shape = has_surface.shape
     args = (-1.0, -2.0, 1.5, -0.5, -1.7, 0.4)

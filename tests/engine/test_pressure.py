@@ -10,6 +10,16 @@ from snowfall.snow_addon.wind import multigrid_levels
 SHAPES = [(5, 7, 6), (8, 9, 11), (4, 4, 4)]
 
 
+def _voxel(solid):
+    """Open fractions (0/1) of a solid mask."""
+    from snowfall.kernels.reference.wind import voxel_fractions
+    nz, ny, nx = solid.shape
+    fractions = tuple(np.zeros(s, np.float32)
+                      for s in [(nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)])
+    voxel_fractions(solid, *fractions)
+    return fractions
+
+
 def _random_system(shape, seed):
     rng = np.random.default_rng(seed)
     solid = (rng.random(shape) < 0.2).astype(np.uint8)
@@ -17,7 +27,7 @@ def _random_system(shape, seed):
     nz, ny, nx = shape
     coef = (np.zeros((nz, ny, nx + 1), np.float32), np.zeros((nz, ny + 1, nx), np.float32),
             np.zeros((nz + 1, ny, nx), np.float32))
-    ref.face_coefficients(solid, *flags, *coef)
+    ref.face_coefficients(_voxel(solid), *flags, *coef)
     p = rng.standard_normal(shape).astype(np.float32)
     b = rng.standard_normal(shape).astype(np.float32)
     return solid, flags, coef, p, b
@@ -32,9 +42,21 @@ def test_face_coefficients_match_reference(shape):
     solid, flags, coef, _p, _b = _random_system(shape, 1)
     for dtype in (np.float32, np.uint8):
         out = tuple(np.full(c.shape, 7, dtype) for c in coef)
-        cpu.face_coefficients(solid, *flags, *out)
+        cpu.face_coefficients(_voxel(solid), *flags, *out)
         for a, e in zip(out, coef):
             np.testing.assert_array_equal(a, e)
+    # cut faces: the coefficient is the open fraction, inside and on outflow sides
+    rng = np.random.default_rng(2)
+    fractions = tuple(rng.random(c.shape).astype(np.float32) for c in coef)
+    expected = tuple(np.zeros_like(c) for c in coef)
+    actual = tuple(np.full_like(c, 7.0) for c in coef)
+    ref.face_coefficients(fractions, *flags, *expected)
+    cpu.face_coefficients(fractions, *flags, *actual)
+    for a, e in zip(actual, expected):
+        np.testing.assert_array_equal(a, e)
+    np.testing.assert_array_equal(expected[0][:, :, 1:-1], fractions[0][:, :, 1:-1])
+    np.testing.assert_array_equal(expected[0][:, :, 0], fractions[0][:, :, 0] * flags[0])
+    np.testing.assert_array_equal(expected[2][1:-1], fractions[2][1:-1])
     # no open face next to a solid cell, no open face on the bottom and lid
     cx, cy, cz = coef
     assert not cx[:, :, :-1][solid == 1].any() and not cx[:, :, 1:][solid == 1].any()
@@ -83,6 +105,12 @@ def test_transfer_kernels_match_reference_and_are_transposes(shape, coef_dtype):
         cpu.restrict_coefficients(*coef, fx, fy, fz, 1.25, 1.5, *actual)
         for a, e in zip(actual, expected):
             np.testing.assert_array_equal(a, e)
+        if coef_dtype == np.float32:  # cut faces: fractions in (0, 1), bit for bit too
+            cut = tuple(rng.random(c.shape).astype(np.float32) for c in coef)
+            ref.restrict_coefficients(*cut, fx, fy, fz, 1.25, 1.5, *expected)
+            cpu.restrict_coefficients(*cut, fx, fy, fz, 1.25, 1.5, *actual)
+            for a, e in zip(actual, expected):
+                np.testing.assert_array_equal(a, e)
         # an all-open fine region keeps the geometric coefficient area / distance
         ones = tuple(np.ones_like(c) for c in coef)
         ref.restrict_coefficients(*ones, fx, fy, fz, 1.0, 1.0, *expected)
@@ -122,7 +150,7 @@ def test_operator_is_symmetric_positive_definite_with_an_outflow_side():
     nz, ny, nx = shape
     coef = (np.zeros((nz, ny, nx + 1), np.float32), np.zeros((nz, ny + 1, nx), np.float32),
             np.zeros((nz + 1, ny, nx), np.float32))
-    ref.face_coefficients(solid, 0, 1, 0, 0, *coef)
+    ref.face_coefficients(_voxel(solid), 0, 1, 0, 0, *coef)
     n = solid.size
     matrix = np.zeros((n, n))
     unit = np.zeros(shape, np.float32)
@@ -144,7 +172,7 @@ def test_operator_is_symmetric_positive_definite_with_an_outflow_side():
 def test_jacobi_sweeps_reduce_the_residual():
     shape = (6, 8, 8)
     _solid, _flags, coef, _p, b = _random_system(shape, 6)
-    ref.face_coefficients(np.zeros(shape, np.uint8), 1, 1, 1, 1, *coef)
+    ref.face_coefficients(_voxel(np.zeros(shape, np.uint8)), 1, 1, 1, 1, *coef)
     p, q, r = np.zeros(shape, np.float32), np.zeros(shape, np.float32), np.zeros(shape, np.float32)
     ref.residual(p, b, *coef, r)
     start = np.linalg.norm(r)
@@ -276,7 +304,7 @@ def _blocky_system(shape, seed):
     solid = (np.arange(nz)[:, None, None] < ground[None]).astype(np.uint8)
     coef = (np.zeros((nz, ny, nx + 1), np.float32), np.zeros((nz, ny + 1, nx), np.float32),
             np.zeros((nz + 1, ny, nx), np.float32))
-    ref.face_coefficients(solid, 1, 0, 1, 1, *coef)
+    ref.face_coefficients(_voxel(solid), 1, 0, 1, 1, *coef)
     return coef
 
 
@@ -351,7 +379,9 @@ def _terrain_solver(n, nz):
 def test_mgpcg_iterations_on_terrain_do_not_grow_with_the_grid():
     """Random right-hand side, zero start, tolerance 1e-6, 32x32x16 then 64x64x16 cells:
     with plain transfers next to the terrain the count grew with the grid (6, 7, 9, 12 at
-    32..256 x 32, 3 smoothing pairs); renormalized transfers keep it flat (2 pairs: 7, 7)."""
+    32..256 x 32, 3 smoothing pairs); renormalized transfers keep it flat (2 pairs: 7, 7
+    with voxels; 8, 8 with cut cells, whose slivers keep at least FRACTION_MIN open: 12, 15
+    without that)."""
     counts = []
     for n in (32, 64):
         solver = _terrain_solver(n, 16)
@@ -362,7 +392,7 @@ def test_mgpcg_iterations_on_terrain_do_not_grow_with_the_grid():
         iterations, relative, converged = solver._solve_mgpcg()
         assert converged and relative <= 1e-6
         counts.append(iterations)
-    assert counts[1] <= counts[0] <= 7
+    assert counts[1] <= counts[0] <= 8
 
 
 def _check_cases():

@@ -35,23 +35,30 @@ ADVECTION_CASES = [((2.5, -1.0), None), ((-3.0, 0.0), None), ((0.0, 4.0), None),
 
 
 @pytest.mark.parametrize("inflow, sides", ADVECTION_CASES)
-def test_advect_velocity_matches_reference(inflow, sides):
+def test_advect_velocity_matches_reference(inflow, sides, fractions_of):
     shape = (5, 6, 7)
     rng = np.random.default_rng(11)
     u, v, w = _faces(shape, rng)
     solid = (rng.random(shape) < 0.15).astype(np.uint8)
     sides = ref.inflow_sides_of(*inflow) if sides is None else sides
-    expected = tuple(np.zeros_like(a) for a in (u, v, w))
-    actual = tuple(np.full_like(a, 99.0) for a in (u, v, w))
-    ref.advect_velocity(u, v, w, solid, *inflow, sides, 0.7, 0.13, *expected)
-    cpu.advect_velocity(u, v, w, solid, *inflow, sides, 0.7, 0.13, *actual)
-    for a, e in zip(actual, expected):
-        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+    for fractions in (fractions_of(solid), fractions_of(solid, rng)):
+        expected = tuple(np.zeros_like(a) for a in (u, v, w))
+        actual = tuple(np.full_like(a, 99.0) for a in (u, v, w))
+        ref.advect_velocity(u, v, w, fractions, *inflow, sides, 0.7, 0.13, *expected)
+        cpu.advect_velocity(u, v, w, fractions, *inflow, sides, 0.7, 0.13, *actual)
+        for a, e in zip(actual, expected):
+            np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+        # closed faces carry no flow; ground and lid are closed
+        for out, fraction in zip(expected, fractions):
+            assert not out[fraction == 0].any()
+        assert not expected[2][0].any() and not expected[2][-1].any()
     uo, vo, wo = expected
-    # faces touching solid cells carry no flow; ground and lid are closed
+    # with voxel fractions: faces touching solid cells carry no flow
+    expected = tuple(np.zeros_like(a) for a in (u, v, w))
+    ref.advect_velocity(u, v, w, fractions_of(solid), *inflow, sides, 0.7, 0.13, *expected)
+    uo, vo, wo = expected
     assert not uo[:, :, :-1][solid == 1].any() and not uo[:, :, 1:][solid == 1].any()
     assert not vo[:, :-1, :][solid == 1].any() and not wo[1:][solid == 1].any()
-    assert not wo[0].any() and not wo[-1].any()
 
 
 def _terrain_solid(shape, rng, density=0.02):
@@ -65,17 +72,17 @@ def _terrain_solid(shape, rng, density=0.02):
 
 
 @pytest.mark.parametrize("shape", [(6, 9, 11), (2, 2, 2), (3, 2, 5), (4, 7, 2)])
-def test_open_blocks_match_reference_and_definition(shape):
+def test_open_blocks_match_reference_and_definition(shape, fractions_of):
     rng = np.random.default_rng(31)
-    for solid in (_terrain_solid(shape, rng), np.zeros(shape, np.uint8),
-                  (rng.random(shape) < 0.15).astype(np.uint8)):
+    for fractions in (fractions_of(_terrain_solid(shape, rng)), fractions_of(np.zeros(shape, np.uint8)),
+                      fractions_of((rng.random(shape) < 0.15).astype(np.uint8), rng)):
         expected, actual = np.zeros(shape, np.uint8), np.full(shape, 99, np.uint8)
-        ref.open_blocks(solid, expected)
-        cpu.open_blocks(solid, actual)
+        ref.open_blocks(fractions, expected)
+        cpu.open_blocks(fractions, actual)
         np.testing.assert_array_equal(actual, expected)
         # bit C: every existing face of the 2x2x2 block of component C from (k, j, i) is open
         nz, ny, nx = shape
-        for bit, is_open in zip((1, 2, 4), ref.face_open(solid)):
+        for bit, is_open in zip((1, 2, 4), (f > 0 for f in fractions)):
             fk, fj, fi = is_open.shape
             for k, j, i in np.ndindex(shape):
                 block = is_open[k:min(k + 2, fk), j:min(j + 2, fj), i:min(i + 2, fi)]
@@ -83,7 +90,7 @@ def test_open_blocks_match_reference_and_definition(shape):
 
 
 @pytest.mark.parametrize("inflow, sides", ADVECTION_CASES[:3] + ADVECTION_CASES[5:7])
-def test_advection_near_terrain_is_bitwise_the_reference(inflow, sides):
+def test_advection_near_terrain_is_bitwise_the_reference(inflow, sides, fractions_of):
     """Open blocks (plain trilinear, no mask) and masked samples in one field: the Numba
     semi-Lagrangian step and its MacCormack correction equal the reference bit for bit,
     with the blocks passed in or computed by the kernel."""
@@ -91,24 +98,30 @@ def test_advection_near_terrain_is_bitwise_the_reference(inflow, sides):
     rng = np.random.default_rng(32)
     u, v, w = _faces(shape, rng)
     solid = _terrain_solid(shape, rng)
-    blocks = np.zeros(shape, np.uint8)
-    cpu.open_blocks(solid, blocks)
-    assert 0 < np.count_nonzero(blocks == 7) < blocks.size  # both paths are taken
     sides = ref.inflow_sides_of(*inflow) if sides is None else sides
-    expected = tuple(np.zeros_like(a) for a in (u, v, w))
-    ref.advect_velocity(u, v, w, solid, *inflow, sides, 0.7, 0.13, *expected)
-    corrected = tuple(np.zeros_like(a) for a in (u, v, w))
-    ref.correct_advection(u, v, w, solid, *inflow, sides, 0.7, 0.13, *expected, *corrected)
-    for given in (blocks, None):
-        actual = tuple(np.full_like(a, 99.0) for a in (u, v, w))
-        cpu.advect_velocity(u, v, w, solid, *inflow, sides, 0.7, 0.13, *actual, blocks=given)
-        for a, e in zip(actual, expected):
-            np.testing.assert_array_equal(a, e)
-        actual = tuple(np.full_like(a, 99.0) for a in (u, v, w))
-        cpu.correct_advection(u, v, w, solid, *inflow, sides, 0.7, 0.13, *expected, *actual,
-                              blocks=given)
-        for a, e in zip(actual, corrected):
-            np.testing.assert_array_equal(a, e)
+    # voxel fractions, and cut faces where the terrain is (a share of the faces near it)
+    near = np.zeros(shape, bool)
+    near[:4] = True
+    for fractions in (fractions_of(solid), fractions_of(solid * near, rng, 0.1)):
+        blocks = np.zeros(shape, np.uint8)
+        cpu.open_blocks(fractions, blocks)
+        assert 0 < np.count_nonzero(blocks == 7) < blocks.size  # both paths are taken
+        expected = tuple(np.zeros_like(a) for a in (u, v, w))
+        ref.advect_velocity(u, v, w, fractions, *inflow, sides, 0.7, 0.13, *expected)
+        corrected = tuple(np.zeros_like(a) for a in (u, v, w))
+        ref.correct_advection(u, v, w, fractions, *inflow, sides, 0.7, 0.13, *expected,
+                              *corrected)
+        for given in (blocks, None):
+            actual = tuple(np.full_like(a, 99.0) for a in (u, v, w))
+            cpu.advect_velocity(u, v, w, fractions, *inflow, sides, 0.7, 0.13, *actual,
+                                blocks=given)
+            for a, e in zip(actual, expected):
+                np.testing.assert_array_equal(a, e)
+            actual = tuple(np.full_like(a, 99.0) for a in (u, v, w))
+            cpu.correct_advection(u, v, w, fractions, *inflow, sides, 0.7, 0.13, *expected,
+                                  *actual, blocks=given)
+            for a, e in zip(actual, corrected):
+                np.testing.assert_array_equal(a, e)
 
 
 def test_face_velocity_is_the_trilinear_wind_at_the_face():
@@ -126,12 +139,12 @@ def test_face_velocity_is_the_trilinear_wind_at_the_face():
             np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
 
 
-def test_advection_of_a_uniform_field_is_exact_and_of_a_shear_moves_it():
+def test_advection_of_a_uniform_field_is_exact_and_of_a_shear_moves_it(fractions_of):
     shape = (4, 5, 6)
     u = np.full((4, 5, 7), 2.0, np.float32)
     v = np.full((4, 6, 6), -1.0, np.float32)
     w = np.zeros((5, 5, 6), np.float32)
-    solid = np.zeros(shape, np.uint8)
+    solid = fractions_of(np.zeros(shape, np.uint8))
     out = tuple(np.zeros_like(a) for a in (u, v, w))
     cpu.advect_velocity(u, v, w, solid, 2.0, -1.0, ref.inflow_sides_of(2.0, -1.0), 1.0, 0.3, *out)
     np.testing.assert_allclose(out[0], 2.0, rtol=1e-6)
@@ -205,32 +218,47 @@ def test_a_fence_thinner_than_a_wind_cell_is_solid_to_its_top():
     assert not plain[ground + 1:, :, column].any()            # what the centres alone see
 
 
-def test_divergence_and_project_match_reference():
+def test_divergence_and_project_match_reference(fractions_of):
     shape = (5, 6, 7)
     rng = np.random.default_rng(13)
     u, v, w = _faces(shape, rng)
     solid = (rng.random(shape) < 0.15).astype(np.uint8)
-    expected, actual = np.zeros(shape, np.float32), np.ones(shape, np.float32)
-    ref.divergence(u, v, w, solid, -2.5, expected)
-    cpu.divergence(u, v, w, solid, -2.5, actual)
-    np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6)
-    assert not expected[solid == 1].any()
+    for fractions in (fractions_of(solid), fractions_of(solid, rng)):
+        expected, actual = np.zeros(shape, np.float32), np.ones(shape, np.float32)
+        ref.divergence(u, v, w, fractions, -2.5, expected)
+        cpu.divergence(u, v, w, fractions, -2.5, actual)
+        np.testing.assert_array_equal(actual, expected)
+        # the net outflow of the faces' open parts
+        fu, fv, fw = (f.astype(np.float64) for f in fractions)
+        flux = ((fu[:, :, 1:] * u[:, :, 1:] - fu[:, :, :-1] * u[:, :, :-1])
+                + (fv[:, 1:] * v[:, 1:] - fv[:, :-1] * v[:, :-1]) + (fw[1:] * w[1:] - fw[:-1] * w[:-1]))
+        np.testing.assert_allclose(expected, -2.5 * flux, rtol=1e-5, atol=1e-5)
+    voxel = np.zeros(shape, np.float32)
+    ref.divergence(u, v, w, fractions_of(solid), 1.0, voxel)
+    assert not voxel[solid == 1].any()     # a cell with no open face has no divergence
 
     nz, ny, nx = shape
-    coef = (np.zeros((nz, ny, nx + 1), np.float32), np.zeros((nz, ny + 1, nx), np.float32),
-            np.zeros((nz + 1, ny, nx), np.float32))
-    ref_pressure.face_coefficients(solid, 1, 0, 1, 1, *coef)
-    p = rng.standard_normal(shape).astype(np.float32)
-    e = tuple(a.copy() for a in (u, v, w))
-    ref.project(*e, p, *coef, 0.4)
-    for dtype in (np.float32, np.uint8):  # the solver stores the finest level as uint8
-        a = tuple(x.copy() for x in (u, v, w))
-        cpu.project(*a, p, *(c.astype(dtype) for c in coef), 0.4)
-        for x, y in zip(a, e):
-            np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
-    # faces with coefficient 0 (walls, solids, inflow sides) are untouched
-    for x, orig, c in zip(e, (u, v, w), coef):
-        np.testing.assert_array_equal(x[c == 0], orig[c == 0])
+    for fractions, dtypes in ((fractions_of(solid), (np.float32, np.uint8)),
+                              (fractions_of(solid, rng), (np.float32,))):
+        coef = (np.zeros((nz, ny, nx + 1), np.float32), np.zeros((nz, ny + 1, nx), np.float32),
+                np.zeros((nz + 1, ny, nx), np.float32))
+        ref_pressure.face_coefficients(fractions, 1, 0, 1, 1, *coef)
+        p = rng.standard_normal(shape).astype(np.float32)
+        e = tuple(a.copy() for a in (u, v, w))
+        ref.project(*e, p, *coef, 0.4)
+        for dtype in dtypes:  # the solver stores a voxel finest level as uint8
+            a = tuple(x.copy() for x in (u, v, w))
+            cpu.project(*a, p, *(c.astype(dtype) for c in coef), 0.4)
+            for x, y in zip(a, e):
+                np.testing.assert_array_equal(x, y)
+        # faces with coefficient 0 (walls, solids, inflow sides) are untouched; the others
+        # get the full gradient, whatever their open fraction
+        q = np.pad(p, 1)
+        gradients = (q[1:-1, 1:-1, 1:] - q[1:-1, 1:-1, :-1], q[1:-1, 1:, 1:-1] - q[1:-1, :-1, 1:-1],
+                     q[1:, 1:-1, 1:-1] - q[:-1, 1:-1, 1:-1])
+        for x, orig, c, g in zip(e, (u, v, w), coef, gradients):
+            np.testing.assert_array_equal(x[c == 0], orig[c == 0])
+            np.testing.assert_allclose(x[c != 0], (orig - 0.4 * g)[c != 0], rtol=1e-5, atol=1e-5)
 
 
 # --- the solver ------------------------------------------------------------------------
@@ -253,11 +281,11 @@ def _box_scene(n=16, nz=12, backend="cpu", **changes):
     return solver
 
 
-def _faces_touching_solid(solver):
-    solid = np.asarray(solver.backend.to_host(solver.solid)).astype(bool)
-    u, v, w = (np.asarray(solver.backend.to_host(a)) for a in (solver.u, solver.v, solver.w))
-    return np.concatenate([u[:, :, :-1][solid], u[:, :, 1:][solid], v[:, :-1, :][solid],
-                           v[:, 1:, :][solid], w[:-1][solid], w[1:][solid]])
+def _closed_faces(solver):
+    """The velocities of the faces with no open fraction (host array)."""
+    host = solver.backend.to_host
+    return np.concatenate([np.asarray(host(a))[np.asarray(host(f)) <= 0]
+                           for a, f in zip((solver.u, solver.v, solver.w), solver.fractions)])
 
 
 def test_projection_removes_divergence_around_obstacles():
@@ -271,7 +299,7 @@ def test_projection_removes_divergence_around_obstacles():
         assert info.divergence_before > 0.1
         assert info.divergence_after < 1e-3 * info.divergence_before
         assert info.divergence_after < 1e-3
-    assert not _faces_touching_solid(solver).any()
+    assert not _closed_faces(solver).any()
     # the flow goes around and over the box: some vertical and sideways motion appears
     assert np.abs(solver.w).max() > 0.5
 
@@ -403,21 +431,27 @@ def test_extrapolated_warm_start_needs_fewer_iterations(monkeypatch):
     assert counts[True] < counts[False]
 
 
+def _buried(solver):
+    """Cells with no open face (host bool array)."""
+    fu, fv, fw = (np.asarray(solver.backend.to_host(f)) for f in solver.fractions)
+    return (((fu[:, :, :-1] + fu[:, :, 1:]) + (fv[:, :-1] + fv[:, 1:])) + (fw[:-1] + fw[1:])) == 0
+
+
 def test_pressure_of_cells_that_turn_solid_does_not_drift():
-    """The extrapolated warm start leaves cells that became solid where they are (the
-    solve never touches them, so 2 p_n - p_(n-1) would move them every step)."""
+    """The extrapolated warm start leaves cells that got buried (no open face) where they
+    are (the solve never touches them, so 2 p_n - p_(n-1) would move them every step)."""
     dt = 1.0 / 24.0
     n, nz = 16, 12
     solver = _box_scene(n=n, nz=nz)
     for step in range(3):
         solver.step(step * dt, dt)
-    before = solver.solid.copy()
+    before = _buried(solver)
     hm = HeightmapGrid(0.0, 0.0, 0.5, 2 * n + 1, 2 * n + 1)
     y, x = np.mgrid[0:hm.ny, 0:hm.nx] * hm.spacing
     height = np.zeros(hm.shape, np.float32)
     height[(abs(x - 0.4 * n) < 0.25 * n) & (abs(y - 0.5 * n) < 0.3 * n)] = 0.7 * nz
     solver.update_obstacles(height, np.zeros_like(height), hm)
-    turned = (solver.solid == 1) & (before == 0)
+    turned = _buried(solver) & ~before
     assert turned.any()
     values = []
     for step in range(3, 7):
@@ -448,13 +482,13 @@ def test_new_obstacles_are_projected_at_once_and_leave_the_pressure_alone():
     assert int((solver.solid != before).sum()) == 4
     iterations, relative, converged = solver.obstacle_projection
     assert converged and relative <= solver.settings.pressure_tolerance and iterations >= 1
-    assert not _faces_touching_solid(solver).any()
+    assert not _closed_faces(solver).any()
     div = np.zeros(solver.solid.shape, np.float32)
-    ref.divergence(solver.u, solver.v, solver.w, solver.solid, 1.0, div)
+    ref.divergence(solver.u, solver.v, solver.w, solver.fractions, 1.0, div)
     assert np.abs(div).max() < 1e-3  # 1/s, cells of 1 m: the flux into the drift is gone
     np.testing.assert_array_equal(solver.pressure, pressure)
-    # the history too, except that solid cells keep their pressure (see the next test)
-    solid = solver.solid == 1
+    # the history too, except that buried cells keep their pressure (see the test above)
+    solid = _buried(solver)
     np.testing.assert_array_equal(solver.pressure_previous[~solid], previous[~solid])
     np.testing.assert_array_equal(solver.pressure_previous[solid], pressure[solid])
     after = solver.step(12 * dt, dt)
@@ -520,14 +554,16 @@ def test_bad_input_is_rejected():
         solver.load_state_dict({"u": np.zeros(3)})
 
 
-def test_estimate_bytes_covers_the_allocation():
-    settings = SnowSettings()
+@pytest.mark.parametrize("boundary", ["cut_cells", "voxels"])
+def test_estimate_bytes_covers_the_allocation(boundary):
+    settings = SnowSettings(wind_boundary=boundary)
     grid = WindGrid(0.0, 0.0, 0.0, 1.0, 20, 14, 9)
     solver = WindSolver(settings, grid, select_backend("cpu"))
     arrays = [solver.u, solver.v, solver.w, solver.pressure, solver.pressure_previous,
               solver.solid, solver._open_blocks, solver._rhs,
               solver._divergence, solver._r, solver._z, solver._d, solver._q, *solver._next,
-              *(solver._advected or ()), solver._scalars, solver._column_top]
+              *(solver._advected or ()), solver._scalars, solver._column_top,
+              *solver.fractions, solver._block_tops]
     for level in solver.levels:
         arrays += [*level.coef, level.residual]
         if level.transfer_scale is not None:

@@ -30,12 +30,20 @@ def _faces(shape, rng, scale=3.0):
                  for s in [(nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)])
 
 
-def _coef(shape, solid, flags):
+def _coef(shape, fractions, flags):
+    """Fine face coefficients of open ``fractions``, or of a solid mask's 0/1 fractions."""
     nz, ny, nx = shape
     coef = (np.zeros((nz, ny, nx + 1), np.float32), np.zeros((nz, ny + 1, nx), np.float32),
             np.zeros((nz + 1, ny, nx), np.float32))
-    ref_pressure.face_coefficients(solid, *flags, *coef)
+    if not isinstance(fractions, tuple):
+        solid, fractions = fractions, tuple(np.zeros_like(c) for c in coef)
+        ref_wind.voxel_fractions(solid, *fractions)
+    ref_pressure.face_coefficients(fractions, *flags, *coef)
     return coef
+
+
+def _device(xp, arrays):
+    return tuple(xp.asarray(a) for a in arrays)
 
 
 def _close(device, expected, xp, tol=1e-5):
@@ -46,27 +54,29 @@ def _close(device, expected, xp, tol=1e-5):
                                            ((0.0, 0.0), None), ((2.5, -1.0), 1), ((-0.5, 0.3), 9),
                                            ((3.0, 0.2), 1 | 4 | 8)])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_cuda_advection_matches_reference(kernels, inflow, sides, shape):
+def test_cuda_advection_matches_reference(kernels, inflow, sides, shape, fractions_of):
     gw, _gp, xp = kernels
     rng = np.random.default_rng(21)
     u, v, w = _faces(shape, rng)
     solid = (rng.random(shape) < 0.15).astype(np.uint8)
     sides = ref_wind.inflow_sides_of(*inflow) if sides is None else sides  # bits: x-, x+, y-, y+
-    expected = tuple(np.zeros_like(a) for a in (u, v, w))
-    ref_wind.advect_velocity(u, v, w, solid, *inflow, sides, 0.7, 0.13, *expected)
-    out = tuple(xp.full(a.shape, 99.0, xp.float32) for a in (u, v, w))
-    gw.advect_velocity(*(xp.asarray(a) for a in (u, v, w)), xp.asarray(solid), *inflow, sides,
-                       0.7, 0.13, *out)
-    for a, e in zip(out, expected):
-        _close(a, e, xp)
-    # the MacCormack correction of that result, bit for bit
-    corrected = tuple(np.zeros_like(a) for a in (u, v, w))
-    ref_wind.correct_advection(u, v, w, solid, *inflow, sides, 0.7, 0.13, *expected, *corrected)
-    device = tuple(xp.full(a.shape, 99.0, xp.float32) for a in (u, v, w))
-    gw.correct_advection(*(xp.asarray(a) for a in (u, v, w)), xp.asarray(solid), *inflow, sides,
-                         0.7, 0.13, *(xp.asarray(a) for a in expected), *device)
-    for a, e in zip(device, corrected):
-        np.testing.assert_array_equal(xp.asnumpy(a), e)
+    for fractions in (fractions_of(solid), fractions_of(solid, rng)):
+        expected = tuple(np.zeros_like(a) for a in (u, v, w))
+        ref_wind.advect_velocity(u, v, w, fractions, *inflow, sides, 0.7, 0.13, *expected)
+        out = tuple(xp.full(a.shape, 99.0, xp.float32) for a in (u, v, w))
+        gw.advect_velocity(*_device(xp, (u, v, w)), _device(xp, fractions), *inflow, sides,
+                           0.7, 0.13, *out)
+        for a, e in zip(out, expected):
+            _close(a, e, xp)
+        # the MacCormack correction of that result, bit for bit
+        corrected = tuple(np.zeros_like(a) for a in (u, v, w))
+        ref_wind.correct_advection(u, v, w, fractions, *inflow, sides, 0.7, 0.13, *expected,
+                                   *corrected)
+        device = tuple(xp.full(a.shape, 99.0, xp.float32) for a in (u, v, w))
+        gw.correct_advection(*_device(xp, (u, v, w)), _device(xp, fractions), *inflow, sides,
+                             0.7, 0.13, *_device(xp, expected), *device)
+        for a, e in zip(device, corrected):
+            np.testing.assert_array_equal(xp.asnumpy(a), e)
 
 
 def _terrain_solid(shape, rng, density=0.02):
@@ -81,61 +91,71 @@ def _terrain_solid(shape, rng, density=0.02):
 @pytest.mark.parametrize("inflow, sides", [((2.5, -1.0), None), ((0.0, 4.0), None),
                                            ((-0.5, 0.3), 9)])
 @pytest.mark.parametrize("shape", SHAPES + [(2, 2, 2), (4, 7, 2)])
-def test_cuda_open_blocks_and_advection_near_terrain_are_bitwise(kernels, inflow, sides, shape):
+def test_cuda_open_blocks_and_advection_near_terrain_are_bitwise(kernels, inflow, sides, shape,
+                                                                   fractions_of):
     """open_blocks equals the reference; with open blocks (plain trilinear, no mask) and
     masked samples in one field, both advection launches equal the reference bit for bit,
-    with the blocks passed in or computed by the launcher."""
+    with the blocks passed in or computed by the launcher, for voxel fractions and for cut
+    faces near the terrain."""
     gw, _gp, xp = kernels
     rng = np.random.default_rng(24)
     u, v, w = _faces(shape, rng)
     solid = _terrain_solid(shape, rng)
-    for s in (solid, np.zeros(shape, np.uint8), (rng.random(shape) < 0.15).astype(np.uint8)):
+    for s in (fractions_of(solid), fractions_of(np.zeros(shape, np.uint8)),
+              fractions_of((rng.random(shape) < 0.15).astype(np.uint8), rng)):
         expected = np.zeros(shape, np.uint8)
         ref_wind.open_blocks(s, expected)
         out = xp.full(shape, 99, xp.uint8)
-        gw.open_blocks(xp.asarray(s), out)
+        gw.open_blocks(_device(xp, s), out)
         np.testing.assert_array_equal(xp.asnumpy(out), expected)
-    blocks = xp.zeros(shape, xp.uint8)
-    gw.open_blocks(xp.asarray(solid), blocks)
     sides = ref_wind.inflow_sides_of(*inflow) if sides is None else sides
-    expected = tuple(np.zeros_like(a) for a in (u, v, w))
-    ref_wind.advect_velocity(u, v, w, solid, *inflow, sides, 0.7, 0.13, *expected)
-    corrected = tuple(np.zeros_like(a) for a in (u, v, w))
-    ref_wind.correct_advection(u, v, w, solid, *inflow, sides, 0.7, 0.13, *expected, *corrected)
-    d = tuple(xp.asarray(a) for a in (u, v, w))
-    for given in (blocks, None):
-        out = tuple(xp.full(a.shape, 99.0, xp.float32) for a in (u, v, w))
-        gw.advect_velocity(*d, xp.asarray(solid), *inflow, sides, 0.7, 0.13, *out, blocks=given)
-        for a, e in zip(out, expected):
-            np.testing.assert_array_equal(xp.asnumpy(a), e)
-        out = tuple(xp.full(a.shape, 99.0, xp.float32) for a in (u, v, w))
-        gw.correct_advection(*d, xp.asarray(solid), *inflow, sides, 0.7, 0.13,
-                             *(xp.asarray(a) for a in expected), *out, blocks=given)
-        for a, e in zip(out, corrected):
-            np.testing.assert_array_equal(xp.asnumpy(a), e)
+    near = np.zeros(shape, np.uint8)
+    near[:2] = 1
+    for fractions in (fractions_of(solid), fractions_of(solid * near, rng, 0.1)):
+        blocks = xp.zeros(shape, xp.uint8)
+        gw.open_blocks(_device(xp, fractions), blocks)
+        expected = tuple(np.zeros_like(a) for a in (u, v, w))
+        ref_wind.advect_velocity(u, v, w, fractions, *inflow, sides, 0.7, 0.13, *expected)
+        corrected = tuple(np.zeros_like(a) for a in (u, v, w))
+        ref_wind.correct_advection(u, v, w, fractions, *inflow, sides, 0.7, 0.13, *expected,
+                                   *corrected)
+        d = _device(xp, (u, v, w))
+        for given in (blocks, None):
+            out = tuple(xp.full(a.shape, 99.0, xp.float32) for a in (u, v, w))
+            gw.advect_velocity(*d, _device(xp, fractions), *inflow, sides, 0.7, 0.13, *out,
+                               blocks=given)
+            for a, e in zip(out, expected):
+                np.testing.assert_array_equal(xp.asnumpy(a), e)
+            out = tuple(xp.full(a.shape, 99.0, xp.float32) for a in (u, v, w))
+            gw.correct_advection(*d, _device(xp, fractions), *inflow, sides, 0.7, 0.13,
+                                 *_device(xp, expected), *out, blocks=given)
+            for a, e in zip(out, corrected):
+                np.testing.assert_array_equal(xp.asnumpy(a), e)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_cuda_divergence_project_and_solid_match_reference(kernels, shape):
+def test_cuda_divergence_project_and_solid_match_reference(kernels, shape, fractions_of):
     gw, _gp, xp = kernels
     rng = np.random.default_rng(22)
     u, v, w = _faces(shape, rng)
     solid = (rng.random(shape) < 0.15).astype(np.uint8)
-    expected = np.zeros(shape, np.float32)
-    ref_wind.divergence(u, v, w, solid, -2.5, expected)
-    out = xp.ones(shape, xp.float32)
-    gw.divergence(xp.asarray(u), xp.asarray(v), xp.asarray(w), xp.asarray(solid), -2.5, out)
-    _close(out, expected, xp)
+    for fractions, dtypes in ((fractions_of(solid), (np.float32, np.uint8)),
+                              (fractions_of(solid, rng), (np.float32,))):
+        expected = np.zeros(shape, np.float32)
+        ref_wind.divergence(u, v, w, fractions, -2.5, expected)
+        out = xp.ones(shape, xp.float32)
+        gw.divergence(*_device(xp, (u, v, w)), _device(xp, fractions), -2.5, out)
+        np.testing.assert_array_equal(xp.asnumpy(out), expected)
 
-    coef = _coef(shape, solid, (1, 0, 1, 1))
-    p = rng.standard_normal(shape).astype(np.float32)
-    e = tuple(a.copy() for a in (u, v, w))
-    ref_wind.project(*e, p, *coef, 0.4)
-    for dtype in (np.float32, np.uint8):
-        d = tuple(xp.asarray(a) for a in (u, v, w))
-        gw.project(*d, xp.asarray(p), *(xp.asarray(c.astype(dtype)) for c in coef), 0.4)
-        for a, b in zip(d, e):
-            _close(a, b, xp)
+        coef = _coef(shape, fractions, (1, 0, 1, 1))
+        p = rng.standard_normal(shape).astype(np.float32)
+        e = tuple(a.copy() for a in (u, v, w))
+        ref_wind.project(*e, p, *coef, 0.4)
+        for dtype in dtypes:
+            d = _device(xp, (u, v, w))
+            gw.project(*d, xp.asarray(p), *(xp.asarray(c.astype(dtype)) for c in coef), 0.4)
+            for a, b in zip(d, e):
+                np.testing.assert_array_equal(xp.asnumpy(a), b)
 
     from snowfall.snow_addon.grid import HeightmapGrid
     hm = HeightmapGrid(-1.0, 2.0, 0.37, 13, 11)
@@ -158,20 +178,57 @@ def test_cuda_divergence_project_and_solid_match_reference(kernels, shape):
     plain = np.zeros(shape, np.uint8)
     ref_wind.solid_from_heightmap(height, snow, *args, plain)
     assert expected.sum() > plain.sum()
+    # the open fractions: voxel ones of that mask, and the cut faces with the thin
+    # obstacles' block tops, bit for bit
+    for v_expected, v_out in zip(fractions_of(expected), _voxel_device(gw, xp, out)):
+        np.testing.assert_array_equal(xp.asnumpy(v_out), v_expected)
+    x0, y0, z0, cell = -1.0, 2.0, -0.5, 0.6
+    blocks = np.zeros(shape[1:], np.float32)
+    ref_wind.block_tops(height, snow, hm.x0, hm.y0, hm.spacing, x0, y0, cell, column_top, blocks)
+    d_blocks = xp.zeros(shape[1:], xp.float32)
+    gw.block_tops(xp.asarray(height), xp.asarray(snow), hm.x0, hm.y0, hm.spacing, x0, y0, cell,
+                  xp.asarray(column_top), d_blocks)
+    np.testing.assert_array_equal(xp.asnumpy(d_blocks), blocks)
+    assert (blocks > ref_wind.NO_BLOCK).any()
+    cut = fractions_of(plain)
+    ref_wind.face_fractions(height, snow, hm.x0, hm.y0, hm.spacing, x0, y0, z0, cell, blocks,
+                            *cut)
+    d_cut = tuple(xp.full(f.shape, 7.0, xp.float32) for f in cut)
+    gw.face_fractions(xp.asarray(height), xp.asarray(snow), hm.x0, hm.y0, hm.spacing, x0, y0,
+                      z0, cell, d_blocks, *d_cut)
+    for a, e in zip(d_cut, cut):
+        np.testing.assert_array_equal(xp.asnumpy(a), e)
+        assert ((e > 0) & (e < 1)).any()
+
+
+def _voxel_device(gw, xp, solid):
+    nz, ny, nx = solid.shape
+    out = tuple(xp.full(s, 7.0, xp.float32)
+                for s in [(nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)])
+    gw.voxel_fractions(solid, *out)
+    return out
 
 
 @pytest.mark.parametrize("coef_dtype", [np.float32, np.uint8])  # uint8: the finest level
 @pytest.mark.parametrize("shape", SHAPES)
 def test_cuda_pressure_kernels_match_reference(kernels, coef_dtype, shape):
-    _gw, gp, xp = kernels
+    gw, gp, xp = kernels
     rng = np.random.default_rng(23)
     solid = (rng.random(shape) < 0.2).astype(np.uint8)
     flags = (1, 0, 0, 1)
     coef = _coef(shape, solid, flags)
     dcoef = tuple(xp.zeros(c.shape, coef_dtype) for c in coef)
-    gp.face_coefficients(xp.asarray(solid), *flags, *dcoef)
+    fractions = tuple(xp.zeros(c.shape, xp.float32) for c in coef)
+    gw.voxel_fractions(xp.asarray(solid), *fractions)
+    gp.face_coefficients(fractions, *flags, *dcoef)
     for a, e in zip(dcoef, coef):
         np.testing.assert_array_equal(xp.asnumpy(a), e)
+    if coef_dtype == np.float32:  # cut faces: fractions in (0, 1) as coefficients
+        cut = tuple(rng.random(c.shape).astype(np.float32) for c in coef)
+        coef = _coef(shape, cut, flags)
+        gp.face_coefficients(_device(xp, cut), *flags, *dcoef)
+        for a, e in zip(dcoef, coef):
+            np.testing.assert_array_equal(xp.asnumpy(a), e)
     p = rng.standard_normal(shape).astype(np.float32)
     b = rng.standard_normal(shape).astype(np.float32)
     dp, db = xp.asarray(p), xp.asarray(b)
@@ -376,6 +433,8 @@ def _box(backend_name, **changes):
 def test_gpu_solver_matches_cpu_solver(gpu_backend, solver_name):
     cpu, gpu = _box("cpu", pressure_solver=solver_name), _box("gpu", pressure_solver=solver_name)
     np.testing.assert_array_equal(gpu.backend.to_host(gpu.solid), cpu.solid)
+    for g, c in zip(gpu.fractions, cpu.fractions):
+        np.testing.assert_array_equal(gpu.backend.to_host(g), c)
     dt = 1.0 / 24.0
     for step in range(5):
         a, b = cpu.step(step * dt, dt), gpu.step(step * dt, dt)
