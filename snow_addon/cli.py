@@ -40,6 +40,7 @@ from pathlib import Path
 
 from .errors import SnowInputError, SnowMemoryError
 from .presets import CPU_BENCHMARK_SCENES, GPU_BENCHMARK_SCENES, PRESETS, get_preset
+from .settings import WIND_BOUNDARIES
 
 EXIT_USAGE = 2
 
@@ -74,28 +75,31 @@ class SceneSize:
 #: * flake update: position 3, velocity 3 and spiral phase read and written, respawn count
 #:   and flake id read (36 + 28 = 64 B/flake), plus the wind faces read once (12 B/cell)
 #:   and terrain height + snow depth read once (8 B/node);
-#: * advection: u, v, w read and written (24 B/cell) + solid mask (1 B/cell);
-#: * divergence: u, v, w read, divergence written: 16 B/cell;
+#: * advection: u, v, w read and written (24 B/cell) + open-block mask (1 B/cell; the
+#:   faces' open fractions are read only next to the terrain);
+#: * divergence: u, v, w and their open fractions read, divergence written: 28 B/cell;
 #: * pressure sweep (one Jacobi or red-black sweep): pressure and right-hand side read, three
 #:   face coefficients read, pressure written: 24 B/cell; a pressure solve counts one sweep's
 #:   bytes per iteration (a lower bound for a multigrid-preconditioned CG iteration);
-#: * projection: pressure + u, v, w read, u, v, w written, solid read: 29 B/cell;
+#: * projection: pressure + u, v, w and three face coefficients read (float32: cut
+#:   cells), u, v, w written: 40 B/cell;
 #: * deposit: hit counts read and cleared, snow depth read and written: 16 B/node;
 #: * redistribution: height + snow read, snow written, surface mask read: 13 B/node;
-#: * obstacle refresh: height + snow read (8 B/node), solid written (1 B/cell).
+#: * obstacle refresh: height + snow read (8 B/node), solid and open fractions written
+#:   (13 B/cell).
 #:
 #: The coarse stages of ``Simulation.step`` ("wind", "flakes", "cover", "obstacles") are
 #: sums of these.
 KERNEL_BYTES = {
     "flake update": lambda s: 64 * s.flakes + 12 * s.cells + 8 * s.nodes,
     "advection": lambda s: 25 * s.cells,
-    "divergence": lambda s: 16 * s.cells,
+    "divergence": lambda s: 28 * s.cells,
     "pressure sweep": lambda s: 24 * s.cells,
     "pressure solve": lambda s: 24 * s.cells * max(s.pressure_iterations, 1.0),
-    "projection": lambda s: 29 * s.cells,
+    "projection": lambda s: 40 * s.cells,
     "deposit": lambda s: 16 * s.nodes,
     "redistribution": lambda s: 13 * s.nodes,
-    "obstacles": lambda s: 8 * s.nodes + s.cells,
+    "obstacles": lambda s: 8 * s.nodes + 13 * s.cells,
 }
 STAGE_BYTES = {
     "flakes": lambda s: KERNEL_BYTES["flake update"](s),
@@ -213,7 +217,8 @@ def _wind_text(info) -> str:
 
 
 def _build_simulation(preset, args, profile: bool):
-    """The Simulation of a preset with the command line's overrides (flakes, seed)."""
+    """The Simulation of a preset with the command line's overrides (flakes, seed, wind
+    boundary)."""
     from .simulation import Simulation
 
     overrides = {}
@@ -221,6 +226,8 @@ def _build_simulation(preset, args, profile: bool):
         overrides["flake_count"] = args.flakes
     if getattr(args, "seed", None) is not None:
         overrides["seed"] = args.seed
+    if getattr(args, "wind_boundary", None) is not None:
+        overrides["wind_boundary"] = args.wind_boundary
     settings = preset.settings(**overrides)
     settings.validate()
     vertices, triangles = preset.terrain()
@@ -395,6 +402,7 @@ def benchmark_scene(name: str, args, copy_bytes_per_s: float) -> dict:
                   ns_per_cell_step=per_step / grid.cell_count * 1e9,
                   last_wind=_wind_dict(last.wind), snow_volume=last.snow_volume,
                   wind_interval=sim.wind_interval, wind_substeps=sim.wind_substeps,
+                  wind_boundary=sim.settings.wind_boundary,
                   deposited_volume=last.deposited_volume)
 
     # Profiled pass: the same simulation, stages synchronised.
@@ -475,7 +483,7 @@ def print_scene(record: dict, copy_bytes_per_s: float) -> None:
           f"{_fmt_load(record.get('load_before'))} -> {_fmt_load(record.get('load_after'))})")
     print(f"  {record['steps_per_s']:.2f} steps/s over {record['steps']} steps (wind: "
           f"{record.get('wind_substeps', 1)} solve(s) every {record.get('wind_interval', 1)} "
-          f"step(s)); "
+          f"step(s), {record.get('wind_boundary', 'cut_cells')}); "
           f"{record['ns_per_flake_step']:.1f} ns per flake-step; "
           f"{record['ns_per_cell_step']:.1f} ns per cell-step")
     wind = record.get("last_wind")
@@ -787,6 +795,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
     sim.add_argument("--flakes", type=_positive_int, default=None, help="override the flake count")
     sim.add_argument("--seed", type=_non_negative_int, default=None, help="random seed (default: the preset's)")
+    sim.add_argument("--wind-boundary", choices=WIND_BOUNDARIES, default=None,
+                     help="how the terrain meets the wind (default: the preset's, cut_cells)")
     sim.add_argument("--save", default="", metavar="OUT.npz", help="save the final state (atomic .npz)")
     sim.add_argument("--profile", action="store_true", help="time each stage (synchronised)")
     sim.add_argument("--print-every", type=_positive_int, default=1, metavar="K",
@@ -806,6 +816,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="steps of the per-stage (synchronised) pass")
     bench.add_argument("--flakes", type=_positive_int, default=None, help="override every scene's flake count")
     bench.add_argument("--seed", type=_non_negative_int, default=None)
+    bench.add_argument("--wind-boundary", choices=WIND_BOUNDARIES, default=None,
+                       help="how the terrain meets the wind (default: cut_cells; voxels: the "
+                            "staircase, faster)")
     bench.add_argument("--blender", action="store_true",
                        help="also run Blender's particle system on the same scenes (needs bpy)")
     bench.add_argument("--blender-frames", type=_at_least_two, default=12,

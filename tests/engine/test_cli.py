@@ -76,6 +76,17 @@ def test_unknown_preset_is_a_clear_error():
         get_preset("profile-2014")
 
 
+def test_simulate_takes_the_wind_boundary(capsys):
+    from snowfall.snow_addon.cli import _build_simulation, build_parser
+    from snowfall.snow_addon.presets import get_preset
+    args = build_parser().parse_args(["simulate", "--preset", "cpu-tiny", "--backend", "cpu",
+                                      "--wind-boundary", "voxels"])
+    sim = _build_simulation(get_preset("cpu-tiny"), args, profile=False)
+    assert sim.settings.wind_boundary == "voxels" and not sim.wind.cut_cells
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["simulate", "--preset", "cpu-tiny", "--wind-boundary", "x"])
+
+
 def test_simulate_runs_prints_diagnostics_and_saves(tmp_path, capsys):
     out = tmp_path / "state.npz"
     out.write_bytes(b"an older file that the save must replace whole")
