@@ -605,13 +605,16 @@ class WindSolver:
     _STATE_KEYS = ("u", "v", "w", "pressure", "pressure_previous", "solid")
     _FRACTION_KEYS = ("fraction_u", "fraction_v", "fraction_w")
 
+    def _state_arrays(self) -> dict:
+        """The arrays of the state by name (the fractions under _FRACTION_KEYS)."""
+        arrays = {name: getattr(self, name) for name in self._STATE_KEYS}
+        arrays.update(zip(self._FRACTION_KEYS, self.fractions))
+        return arrays
+
     def state_dict(self) -> dict:
         """Host copies of everything a resumed run needs (the coefficients are rebuilt)."""
-        state = {name: np.array(self.backend.to_host(getattr(self, name)), copy=True)
-                 for name in self._STATE_KEYS}
-        for name, fraction in zip(self._FRACTION_KEYS, self.fractions):
-            state[name] = np.array(self.backend.to_host(fraction), copy=True)
-        return state
+        return {name: np.array(self.backend.to_host(array), copy=True)
+                for name, array in self._state_arrays().items()}
 
     def load_state_dict(self, state: dict) -> None:
         """Load a state_dict. A state saved before the wind had open fractions gets those of
@@ -619,24 +622,17 @@ class WindSolver:
         for name in self._STATE_KEYS:
             if name not in state:
                 raise SnowInputError("state", f"has no wind array {name!r}", "a saved wind state")
-            current = getattr(self, name)
+        saved = all(name in state for name in self._FRACTION_KEYS)
+        arrays = {name: array for name, array in self._state_arrays().items()
+                  if saved or name not in self._FRACTION_KEYS}
+        for name, current in arrays.items():
             if tuple(np.shape(state[name])) != tuple(current.shape):
                 raise SnowInputError("state", f"wind array {name!r} has shape "
                                      f"{tuple(np.shape(state[name]))}, expected {tuple(current.shape)}",
                                      "a state saved from the same scene and settings")
-        saved = all(name in state for name in self._FRACTION_KEYS)
-        for name, current in zip(self._FRACTION_KEYS, self.fractions):
-            if saved and tuple(np.shape(state[name])) != tuple(current.shape):
-                raise SnowInputError("state", f"wind array {name!r} has shape "
-                                     f"{tuple(np.shape(state[name]))}, expected {tuple(current.shape)}",
-                                     "a state saved from the same scene and settings")
-        for name in self._STATE_KEYS:
-            current = getattr(self, name)
+        for name, current in arrays.items():
             current[...] = self.backend.asarray(state[name], dtype=current.dtype)
-        if saved:
-            for name, current in zip(self._FRACTION_KEYS, self.fractions):
-                current[...] = self.backend.asarray(state[name], dtype=F32)
-        else:
+        if not saved:
             self._wind.voxel_fractions(self.solid, *self.fractions)
         self._wind.open_blocks(self.fractions, self._open_blocks)
         self._coefficients_for = None
