@@ -10,6 +10,7 @@ numbers behind it.
 from __future__ import annotations
 
 import collections
+import functools
 import math
 
 import numpy as np
@@ -27,7 +28,9 @@ GUST_SPEED_STREAM = 0x4757_0001
 GUST_DIRECTION_STREAM = 0x4757_0002
 
 #: Multigrid V-cycle: red-black Gauss-Seidel pairs before and after the coarse correction.
-SMOOTHING_PAIRS = 2
+#: 3, not 2: cut cells' CG took 336 iterations with 2 pairs in profile-2013's 66 timed
+#: solves, 232 with 3, the run 1028-1038 against 1155-1165 steps/s on the H100.
+SMOOTHING_PAIRS = 3
 #: An axis is halved on the next coarser level while it has at least this many cells.
 COARSEN_MIN_CELLS = 4
 #: The backends' kernels.*.pressure.COARSE_VCYCLE_CELLS (the same in all of them).
@@ -153,14 +156,43 @@ def inflow_at(settings, time: float) -> tuple[float, float]:
     t = max(float(time), 0.0) / float(settings.gust_period)
     key = int(math.floor(t))
     frac = t - key
-    keys = np.array([key, key + 1], dtype=np.uint64)
-    us = random_uniform(settings.seed, keys, 0, GUST_SPEED_STREAM).astype(np.float64)
-    ud = random_uniform(settings.seed, keys, 0, GUST_DIRECTION_STREAM).astype(np.float64)
-    factors = 1.0 + float(settings.gust_strength) * (2.0 * us - 1.0)
-    offsets = float(settings.gust_direction_jitter) * (2.0 * ud - 1.0)
+    (us0, ud0), (us1, ud1) = (_gust_draws(int(settings.seed), k) for k in (key, key + 1))
+    strength, jitter = float(settings.gust_strength), float(settings.gust_direction_jitter)
+    factors = (1.0 + strength * (2.0 * us0 - 1.0), 1.0 + strength * (2.0 * us1 - 1.0))
+    offsets = (jitter * (2.0 * ud0 - 1.0), jitter * (2.0 * ud1 - 1.0))
     speed *= (1.0 - frac) * factors[0] + frac * factors[1]
     heading += (1.0 - frac) * offsets[0] + frac * offsets[1]
     return _components(speed, heading)
+
+
+@functools.lru_cache(maxsize=64)
+def _gust_draws(seed: int, key: int) -> tuple[float, float]:
+    """The uniform draws (speed, direction) of gust key ``key`` (a pure function, cached:
+    the host asks for the same two keys at every solve between them)."""
+    keys = np.array([key], dtype=np.uint64)
+    return (float(random_uniform(seed, keys, 0, GUST_SPEED_STREAM)[0]),
+            float(random_uniform(seed, keys, 0, GUST_DIRECTION_STREAM)[0]))
+
+
+def inflow_turned(settings, time: float, dt: float) -> bool:
+    """Whether the inflow's rate of change may jump between the solves at ``time - 3 dt``
+    and ``time - dt`` s: a gust key (gusts on) or a wind key strictly between them, where
+    the linear pieces of the inflow meet. The step's warm start 2 p_n - p_(n-1) assumes a
+    steady rate: the pressure holds the change of the inflow since the solve before, so
+    after a jump p_n - p_(n-1) is that jump's, and extrapolating it repeats the miss one
+    solve later (profile-2013, 2 smoothing pairs: 11 CG iterations in each of the two
+    solves after a gust key, 4-6 otherwise); p_n alone starts the second one right. Pure
+    arithmetic on the key times (the host runs it every solve)."""
+    low, high = time - 3.0 * dt, time - dt
+    margin = 1e-6 * dt
+    if high - low <= 2.0 * margin:
+        return False
+    if float(settings.gust_strength) > 0.0 or float(settings.gust_direction_jitter) > 0.0:
+        period = float(settings.gust_period)
+        first_key = math.floor((low + margin) / period) + 1  # the first key above low
+        if first_key * period < high - margin and first_key * period > 0.0:
+            return True
+    return any(low + margin < float(key[0]) < high - margin for key in settings.wind_keys or ())
 
 
 def _components(speed: float, heading: float) -> tuple[float, float]:
@@ -236,14 +268,14 @@ def _scaled_transfers(index, shape, factors, coarse_vcycle_cells) -> bool:
 class _Level:
     """Arrays of one multigrid level: face coefficients, right-hand side, solution, residual."""
 
-    def __init__(self, xp, shape, factors, spacing, scaled_transfers, rhs=None, solution=None,
-                 binary=False):
+    def __init__(self, xp, shape, factors, spacing, scaled_transfers, rhs=None, solution=None):
         self.shape = shape
         self.factors = factors  # (fz, fy, fx)
         self.spacing = spacing  # cell size in fine cells (sz, sy, sx)
-        # a finest level of 0/1 coefficients (voxels) is stored as uint8, a quarter of the
-        # traffic; cut cells have fractions
-        dtype = np.uint8 if binary and spacing == (1, 1, 1) else F32
+        # the finest level's coefficients, the open fractions (multiples of 1/128), are
+        # stored as uint8 128 A_f: a quarter of float32's traffic in the smoother, the same
+        # values (kernels.reference.pressure.coefficient_values)
+        dtype = np.uint8 if spacing == (1, 1, 1) else F32
         self.coef = tuple(xp.zeros(s, dtype) for s in _face_shapes(shape))
         self.rhs = rhs if rhs is not None else xp.zeros(shape, F32)
         self.solution = solution if solution is not None else xp.zeros(shape, F32)
@@ -307,7 +339,7 @@ class WindSolver:
             scaled = _scaled_transfers(index, level_shape, factors, coarse_cells)
             if index == 0:  # the V-cycle preconditions the CG residual into z
                 self.levels.append(_Level(xp, level_shape, factors, spacing, scaled, self._r,
-                                          self._z, binary=not self.cut_cells))
+                                          self._z))
             else:
                 self.levels.append(_Level(xp, level_shape, factors, spacing, scaled))
             spacing = tuple(s * f for s, f in zip(spacing, factors))
@@ -318,6 +350,9 @@ class WindSolver:
         # one queues before its first read of the scalars (_solve_mgpcg)
         self._solved = {kind: collections.deque(maxlen=READ_AHEAD_HISTORY)
                         for kind in ("step", "obstacles")}
+        # (b.b, dt s) of the latest step's solve: project_obstacles solves to its accuracy
+        self._step_rhs = (0.0, float(settings.time_step))
+        self._rhs_norm2 = 0.0  # b.b of the latest solve
 
     # --- sizes -------------------------------------------------------------------------
     @staticmethod
@@ -325,7 +360,7 @@ class WindSolver:
         """Device bytes the solver allocates for ``grid``."""
         total = 0
         coarse_cells = COARSE_VCYCLE_CELLS
-        fine_coefficient = 4 if settings.wind_boundary == "cut_cells" else 1
+        fine_coefficient = 1  # uint8 on the finest level
         for index, (shape, factors) in enumerate(multigrid_levels(grid.shape)):
             cells = shape[0] * shape[1] * shape[2]
             faces = sum(a * b * c for a, b, c in _face_shapes(shape))
@@ -394,8 +429,11 @@ class WindSolver:
 
     def project_obstacles(self) -> tuple[int, float, bool]:
         """Zero the velocity on every closed face (open fraction 0) and project the wind to
-        divergence free ("mgpcg" from 0, the same tolerance as a step), with the sides of the
-        latest step. Cells that turn solid under new snow would otherwise inject their
+        divergence free ("mgpcg" from 0), with the sides and time step of the latest
+        step, to the accuracy that step's solve reached: the residual relative to the larger
+        of this right-hand side and that step's (the blocked flux is local and small; solved
+        to its own relative tolerance it took 8-11 CG iterations on profile-2013, twice a
+        step's). Cells that turn solid under new snow would otherwise inject their
         blocked flux into the next step's pressure solve, and through the warm start into
         the two after it. The pressure and its history are left as they were: this
         correction is not part of the pressure's evolution. Returns (iterations, relative
@@ -404,12 +442,12 @@ class WindSolver:
         for velocity, fraction in zip((self.u, self.v, self.w), self.fractions):
             velocity *= fraction > 0
         h = float(self.grid.cell_size)
-        dt = float(self.settings.time_step)
+        step_rhs_norm2, dt = self._step_rhs
         self._wind.divergence(self.u, self.v, self.w, self.fractions, -h / dt, self._rhs)
         kept = self._divergence  # scratch until the next step's final divergence
         kept[...] = self.pressure
         self.pressure.fill(0)
-        result = self._solve_mgpcg("obstacles")
+        result = self._solve_mgpcg("obstacles", step_rhs_norm2)
         cx, cy, cz = self.levels[0].coef
         self._wind.project(self.u, self.v, self.w, self.pressure, cx, cy, cz, dt / h)
         self.pressure[...] = kept
@@ -446,9 +484,12 @@ class WindSolver:
         if self.settings.pressure_solver == "sor5":
             iterations, relative, converged = self._solve_sor5()
         else:
-            if EXTRAPOLATE_PRESSURE:
+            if EXTRAPOLATE_PRESSURE and not inflow_turned(self.settings, time, dt):
                 kp.extrapolate(self.pressure, self.pressure_previous)
+            else:
+                self.pressure_previous[...] = self.pressure
             iterations, relative, converged = self._solve_mgpcg()
+            self._step_rhs = (self._rhs_norm2, float(dt))
         cx, cy, cz = self.levels[0].coef
         self._wind.project(self.u, self.v, self.w, self.pressure, cx, cy, cz, dt / h)
         self._wind.divergence(self.u, self.v, self.w, self.fractions, 1.0 / h, self._divergence)
@@ -551,7 +592,7 @@ class WindSolver:
         kp.dot(r, self._z, s, kp.RZ)
         self._d[...] = self._z
 
-    def _solve_mgpcg(self, kind: str = "step"):
+    def _solve_mgpcg(self, kind: str = "step", floor_norm2: float = 0.0):
         """CG on A p = rhs preconditioned by one V-cycle, started from the pressure (the
         step extrapolates it first), to the relative tolerance. The convergence check runs
         on the device after every iteration (cg_update_check), so the iterations are the
@@ -559,12 +600,16 @@ class WindSolver:
         a synchronisation) queues the fewest iterations of the latest READ_AHEAD_HISTORY
         solves of this ``kind`` ("step" or "obstacles") and reads once, then one at a time;
         the other backends read after each. Returns (iterations, relative residual,
-        converged)."""
+        converged). With ``floor_norm2`` > b.b the residual is relative to that instead
+        (and so is the relative residual returned)."""
         kp = self._pressure
         tolerance = float(self.settings.pressure_tolerance)
         limit = int(self.settings.pressure_max_iterations)
         solved = self._solved[kind]
         self._replay("start", self._cg_start)
+        if floor_norm2 > 0.0:
+            bb = self._scalars[kp.BB:kp.BB + 1]
+            bb[...] = self.xp.maximum(bb, floor_norm2)
         advance = ("advance", tolerance, limit)
         queued = 0
         ahead = max(1, min(min(solved, default=1), limit)) if kp.READ_AHEAD else 1
@@ -580,6 +625,7 @@ class WindSolver:
             ahead = 1
         iterations = int(host[kp.ITERATIONS])
         solved.append(max(iterations, 1))
+        self._rhs_norm2 = float(host[kp.BB])
         if float(host[kp.BB]) == 0.0:  # no divergence: the pressure is 0
             self.pressure.fill(0)
             return 0, 0.0, True
@@ -613,8 +659,10 @@ class WindSolver:
 
     def state_dict(self) -> dict:
         """Host copies of everything a resumed run needs (the coefficients are rebuilt)."""
-        return {name: np.array(self.backend.to_host(array), copy=True)
-                for name, array in self._state_arrays().items()}
+        state = {name: np.array(self.backend.to_host(array), copy=True)
+                 for name, array in self._state_arrays().items()}
+        state["step_rhs"] = np.array(self._step_rhs, np.float64)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Load a state_dict. A state saved before the wind had open fractions gets those of
@@ -630,8 +678,13 @@ class WindSolver:
                 raise SnowInputError("state", f"wind array {name!r} has shape "
                                      f"{tuple(np.shape(state[name]))}, expected {tuple(current.shape)}",
                                      "a state saved from the same scene and settings")
+        step_rhs = np.asarray(state.get("step_rhs", (0.0, self.settings.time_step)), np.float64)
+        if step_rhs.shape != (2,):
+            raise SnowInputError("state", f"wind 'step_rhs' has shape {step_rhs.shape}, expected (2,)",
+                                 "a state saved from the same scene and settings")
         for name, current in arrays.items():
             current[...] = self.backend.asarray(state[name], dtype=current.dtype)
+        self._step_rhs = (float(step_rhs[0]), float(step_rhs[1]))
         if not saved:
             self._wind.voxel_fractions(self.solid, *self.fractions)
         self._wind.open_blocks(self.fractions, self._open_blocks)

@@ -10,7 +10,9 @@ from ..reference import pressure as _reference
 # One home for the solver's constants: the reference build defines them.
 from ..reference.pressure import (BB, COARSE_VCYCLE_CELLS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE,  # noqa: F401
                                   DONE, DQ, ITERATIONS, READ_AHEAD, RELATIVE, RR, RZ, RZ_NEXT,
-                                  SCALAR_SLOTS)
+                                  SCALAR_SLOTS, COEFFICIENT_STEP, COEFFICIENT_STEPS)
+from numba import types
+from numba.extending import overload
 # the solve's bookkeeping is a few scalar operations: the reference's own
 from ..reference.pressure import cg_begin, cg_check  # noqa: F401
 
@@ -25,10 +27,33 @@ def _q(p, k, j, i):
     return p[k, j, i]
 
 
-# face coefficient arrays are float32, or uint8 (0/1) on the finest level: read as float32
+# face coefficient arrays are float32, or uint8 q = 128 A_f on the finest level (the
+# reference's coefficient_values): read as float32
+def _value(c):
+    """A stored coefficient as float32 (compiled through the overload below)."""
+
+
+@overload(_value, inline="always")
+def _value_overload(c):
+    if isinstance(c, types.Integer):
+        return lambda c: np.float32(np.float32(c) * COEFFICIENT_STEP)
+    return lambda c: np.float32(c)
+
+
+def _encoded(c, like):
+    """``c`` (float32) as stored in the array ``like`` (its dtype)."""
+
+
+@overload(_encoded, inline="always")
+def _encoded_overload(c, like):
+    if isinstance(like.dtype, types.Integer):
+        return lambda c, like: np.uint8(np.float32(c) * np.float32(COEFFICIENT_STEPS))
+    return lambda c, like: np.float32(c)
+
+
 @numba.njit(inline="always", cache=True)
 def _c(coef, k, j, i):
-    return np.float32(coef[k, j, i])
+    return _value(coef[k, j, i])
 
 
 @numba.njit(inline="always", cache=True)
@@ -65,7 +90,7 @@ def _face_coefficients(fu, fv, fw, outflow_x_minus, outflow_x_plus, outflow_y_mi
             c = fu[k, j, i]
             if (i == 0 and not outflow_x_minus) or (i == nx and not outflow_x_plus):
                 c = np.float32(0.0)
-            coef_x[k, j, i] = c
+            coef_x[k, j, i] = _encoded(c, coef_x)
     for kj in prange(nz * (ny + 1)):
         k = kj // (ny + 1)
         j = kj % (ny + 1)
@@ -73,12 +98,13 @@ def _face_coefficients(fu, fv, fw, outflow_x_minus, outflow_x_plus, outflow_y_mi
             c = fv[k, j, i]
             if (j == 0 and not outflow_y_minus) or (j == ny and not outflow_y_plus):
                 c = np.float32(0.0)
-            coef_y[k, j, i] = c
+            coef_y[k, j, i] = _encoded(c, coef_y)
     for kj in prange((nz + 1) * ny):
         k = kj // ny
         j = kj % ny
         for i in range(nx):
-            coef_z[k, j, i] = np.float32(0.0) if (k == 0 or k == nz) else fw[k, j, i]
+            c = np.float32(0.0) if (k == 0 or k == nz) else fw[k, j, i]
+            coef_z[k, j, i] = _encoded(c, coef_z)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -101,7 +127,7 @@ def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, bounda
             for k in range(K * fz, min(K * fz + fz, nz)):
                 row = np.float32(0.0)
                 for j in range(J * fy, min(J * fy + fy, ny)):
-                    row += np.float32(coef_x[k, j, i])
+                    row += _c(coef_x, k, j, i)
                 acc += row
             c = np.float32(acc / np.float32(fx))
             if I == 0 or I == ncx:
@@ -116,7 +142,7 @@ def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, bounda
             for k in range(K * fz, min(K * fz + fz, nz)):
                 row = np.float32(0.0)
                 for i in range(I * fx, min(I * fx + fx, nx)):
-                    row += np.float32(coef_y[k, j, i])
+                    row += _c(coef_y, k, j, i)
                 acc += row
             c = np.float32(acc / np.float32(fy))
             if J == 0 or J == ncy:
@@ -131,7 +157,7 @@ def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, bounda
             for j in range(J * fy, min(J * fy + fy, ny)):
                 row = np.float32(0.0)
                 for i in range(I * fx, min(I * fx + fx, nx)):
-                    row += np.float32(coef_z[k, j, i])
+                    row += _c(coef_z, k, j, i)
                 acc += row
             coarse_coef_z[K, J, I] = acc / np.float32(fz)
 

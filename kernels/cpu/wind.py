@@ -4,7 +4,7 @@ import numpy as np
 from numba import prange
 
 from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # one home
-                              FRACTION_SAMPLES, NO_BLOCK)
+                              FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK)
 from .sampling import open_range, sample_bilinear, sample_open
 
 F32 = np.float32
@@ -83,7 +83,8 @@ def _snap(a):
         return np.float32(0.0)
     if a > FRACTION_HIGH:
         return np.float32(1.0)
-    return max(np.float32(a), FRACTION_MIN)
+    steps = np.float32(np.floor(np.float32(np.float32(a) * np.float32(FRACTION_STEPS)) + np.float32(0.5)))
+    return max(np.float32(steps * FRACTION_STEP), FRACTION_MIN)
 
 
 @numba.njit(inline="always", cache=True)

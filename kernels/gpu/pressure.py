@@ -4,14 +4,25 @@ Each function is one kernel launch on the current stream."""
 import numpy as np
 
 from ..reference.pressure import (BB, COARSE_VCYCLE_CELLS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE,  # noqa: F401
-                                  DONE, DQ, ITERATIONS, RELATIVE, RR, RZ, RZ_NEXT, SCALAR_SLOTS)
+                                  DONE, DQ, ITERATIONS, RELATIVE, RR, RZ, RZ_NEXT, SCALAR_SLOTS,
+                                  COEFFICIENT_STEPS)
 from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
+
+assert COEFFICIENT_STEPS == 128, "coef_value and coef_encoded below use 1/128"
 
 SOURCE = r"""
 #define IDX(k, j, i) (((long long)(k) * ny + (j)) * nx + (i))
-#define CX(k, j, i) cx[((long long)(k) * ny + (j)) * (nx + 1) + (i)]
-#define CY(k, j, i) cy[((long long)(k) * (ny + 1) + (j)) * nx + (i)]
-#define CZ(k, j, i) cz[((long long)(k) * ny + (j)) * nx + (i)]
+// face coefficients: float, or unsigned char q = 128 A_f on the finest level (exact)
+__device__ __forceinline__ float coef_value(float c) { return c; }
+__device__ __forceinline__ float coef_value(unsigned char c) { return (float)c * 0.0078125f; }
+template <typename C> __device__ __forceinline__ C coef_encoded(float c);
+template <> __device__ __forceinline__ float coef_encoded<float>(float c) { return c; }
+template <> __device__ __forceinline__ unsigned char coef_encoded<unsigned char>(float c) {
+    return (unsigned char)(c * 128.0f);
+}
+#define CX(k, j, i) coef_value(cx[((long long)(k) * ny + (j)) * (nx + 1) + (i)])
+#define CY(k, j, i) coef_value(cy[((long long)(k) * (ny + 1) + (j)) * nx + (i)])
+#define CZ(k, j, i) coef_value(cz[((long long)(k) * ny + (j)) * nx + (i)])
 // slots of the CG scalar array (kernels.reference.pressure)
 #define SLOT_RR 2
 #define SLOT_BB 4
@@ -25,7 +36,7 @@ __device__ __forceinline__ float qget(const float* __restrict__ p, int k, int j,
     return p[IDX(k, j, i)];
 }
 
-// face coefficients C: float, or unsigned char on the finest level (0/1: 4x less traffic)
+// face coefficients C: float, or unsigned char on the finest level (q = 128 A_f: 4x less traffic)
 template <typename C>
 __device__ __forceinline__ float diag_at(const C* __restrict__ cx, const C* __restrict__ cy,
                                          const C* __restrict__ cz, int k, int j, int i,
@@ -65,7 +76,7 @@ __global__ void face_coefficients(const float* __restrict__ fu, const float* __r
         int j = (int)(r % ny); int k = (int)(r / ny);
         float c = fu[t];
         if ((i == 0 && !oxm) || (i == nx && !oxp)) c = 0.0f;
-        cx[t] = (C)c;
+        cx[t] = coef_encoded<C>(c);
         return;
     }
     t -= nu;
@@ -74,7 +85,7 @@ __global__ void face_coefficients(const float* __restrict__ fu, const float* __r
         int j = (int)(r % (ny + 1)); int k = (int)(r / (ny + 1));
         float c = fv[t];
         if ((j == 0 && !oym) || (j == ny && !oyp)) c = 0.0f;
-        cy[t] = (C)c;
+        cy[t] = coef_encoded<C>(c);
         return;
     }
     t -= nv;
@@ -82,7 +93,7 @@ __global__ void face_coefficients(const float* __restrict__ fu, const float* __r
         int i = (int)(t % nx); long long r = t / nx;
         int j = (int)(r % ny); int k = (int)(r / ny);
         float c = (k > 0 && k < nz) ? fw[t] : 0.0f;
-        cz[t] = (C)c;
+        cz[t] = coef_encoded<C>(c);
     }
 }
 
@@ -163,9 +174,9 @@ __device__ __forceinline__ void stencil(const float* __restrict__ p, const C* __
     const int nxy = nx * ny;
     const int fx = t + k * ny + j;          // CX(k, j, i)
     const int fy = t + k * nx;              // CY(k, j, i)
-    const float cw = (float)__ldg(cx + fx), ce = (float)__ldg(cx + fx + 1);
-    const float cs = (float)__ldg(cy + fy), cn = (float)__ldg(cy + fy + nx);
-    const float cd = (float)__ldg(cz + t), cu = (float)__ldg(cz + t + nxy);
+    const float cw = coef_value(__ldg(cx + fx)), ce = coef_value(__ldg(cx + fx + 1));
+    const float cs = coef_value(__ldg(cy + fy)), cn = coef_value(__ldg(cy + fy + nx));
+    const float cd = coef_value(__ldg(cz + t)), cu = coef_value(__ldg(cz + t + nxy));
     const float pw = i > 0 ? __ldg(p + t - 1) : 0.0f, pe = i < nx - 1 ? __ldg(p + t + 1) : 0.0f;
     const float ps = j > 0 ? __ldg(p + t - nx) : 0.0f, pn = j < ny - 1 ? __ldg(p + t + nx) : 0.0f;
     const float pd = k > 0 ? __ldg(p + t - nxy) : 0.0f, pu = k < nz - 1 ? __ldg(p + t + nxy) : 0.0f;
@@ -220,9 +231,9 @@ __global__ void redblack_sweep(float* __restrict__ p, const float* __restrict__ 
     const int t = (k * ny + j) * nx + i;
     const int nxy = nx * ny;
     const int fx = t + k * ny + j, fy = t + k * nx;
-    const float cw = (float)__ldg(cx + fx), ce = (float)__ldg(cx + fx + 1);
-    const float cs = (float)__ldg(cy + fy), cn = (float)__ldg(cy + fy + nx);
-    const float cd = (float)__ldg(cz + t), cu = (float)__ldg(cz + t + nxy);
+    const float cw = coef_value(__ldg(cx + fx)), ce = coef_value(__ldg(cx + fx + 1));
+    const float cs = coef_value(__ldg(cy + fy)), cn = coef_value(__ldg(cy + fy + nx));
+    const float cd = coef_value(__ldg(cz + t)), cu = coef_value(__ldg(cz + t + nxy));
     const float d = ((cw + ce) + (cs + cn)) + (cd + cu);
     if (d > 0.0f) {
         const float pw = i > 0 ? p[t - 1] : 0.0f, pe = i < nx - 1 ? p[t + 1] : 0.0f;
@@ -250,9 +261,9 @@ __global__ void redblack_first_from_zero(float* __restrict__ p, const float* __r
     if (((i + j + k) & 1) == color) {
         const int nxy = nx * ny;
         const int fx = t + k * ny + j, fy = t + k * nx;
-        const float cw = (float)__ldg(cx + fx), ce = (float)__ldg(cx + fx + 1);
-        const float cs = (float)__ldg(cy + fy), cn = (float)__ldg(cy + fy + nx);
-        const float cd = (float)__ldg(cz + t), cu = (float)__ldg(cz + t + nxy);
+        const float cw = coef_value(__ldg(cx + fx)), ce = coef_value(__ldg(cx + fx + 1));
+        const float cs = coef_value(__ldg(cy + fy)), cn = coef_value(__ldg(cy + fy + nx));
+        const float cd = coef_value(__ldg(cz + t)), cu = coef_value(__ldg(cz + t + nxy));
         const float d = ((cw + ce) + (cs + cn)) + (cd + cu);
         if (d > 0.0f) {
             // neighbours all 0: nb = ((cw*0 + ce*0) + (cs*0 + cn*0)) + (cd*0 + cu*0) = +0

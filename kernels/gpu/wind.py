@@ -3,9 +3,11 @@ kernels.reference.wind). Each function is one kernel launch on the current strea
 arrays are C-contiguous CuPy arrays (float32 faces, uint8 solid)."""
 import numpy as np
 
-from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN, FRACTION_SAMPLES,
+from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN, FRACTION_SAMPLES, FRACTION_STEPS,
                               NO_BLOCK)
 from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
+
+assert FRACTION_STEPS == 128, "snap_fraction below rounds to multiples of 1/128"
 
 SOURCE = r"""
 __device__ __forceinline__ float quarter(float a, float b, float c, float d) {
@@ -367,8 +369,10 @@ extern "C" __global__ void block_tops(const float* __restrict__ height,
                            ground, column_top[t]) ? column_top[t] : no_block;
 }
 
+// below low 0, above high 1, else the nearest multiple of 1/128 (FRACTION_STEPS), at
+// least ``least`` (the reference's _snap: a * 128 exact, + 0.5 rounded once)
 __device__ __forceinline__ float snap_fraction(float a, float low, float high, float least) {
-    return a < low ? 0.0f : (a > high ? 1.0f : fmaxf(a, least));
+    return a < low ? 0.0f : (a > high ? 1.0f : fmaxf(floorf(a * 128.0f + 0.5f) * 0.0078125f, least));
 }
 
 __device__ __forceinline__ float terrain_at(const float* __restrict__ height,

@@ -20,9 +20,33 @@ import numpy as np
 F32 = np.float32
 
 
+#: The finest level stores its face coefficients as uint8 q = 128 A_f (the open fractions
+#: are multiples of 1/128, kernels.reference.wind.FRACTION_STEP): a quarter of float32's
+#: traffic in the smoother, and the same values: q * (1/128) is exact.
+COEFFICIENT_STEPS = 128
+COEFFICIENT_STEP = F32(1.0 / COEFFICIENT_STEPS)
+
+
+def coefficient_values(a):
+    """Face coefficients as float32: uint8 ones are q / 128, float32 ones as they are."""
+    a = np.asarray(a)
+    if a.dtype == np.uint8:
+        return (a.astype(F32) * COEFFICIENT_STEP).astype(F32)
+    return a.astype(F32, copy=False)
+
+
+def encode_coefficients(values, out):
+    """out[...] = ``values`` (float32, multiples of 1/128 in [0, 1] for a uint8 ``out``)."""
+    values = np.asarray(values, F32)
+    if out.dtype == np.uint8:
+        out[...] = (values * F32(COEFFICIENT_STEPS)).astype(np.uint8)
+    else:
+        out[...] = values
+
+
 def _f32(*arrays):
-    """Face coefficients as float32 (they may be stored as uint8 0/1 on the finest level)."""
-    return tuple(np.asarray(a, dtype=F32) for a in arrays)
+    """Face coefficients as float32 (see coefficient_values)."""
+    return tuple(coefficient_values(a) for a in arrays)
 
 
 def diagonal(coef_x, coef_y, coef_z):
@@ -45,21 +69,21 @@ def face_coefficients(fractions, outflow_x_minus, outflow_x_plus, outflow_y_minu
     """Fine-level face coefficients from the faces' open fractions A_f (``fractions`` =
     (frac_u, frac_v, frac_w), float32 in [0, 1], see kernels.reference.wind): A_f inside
     the domain and on outflow (Dirichlet) sides, 0 on prescribed (inflow) sides, the
-    bottom and the lid. The outputs may be float32, or uint8 when every A_f is 0 or 1."""
-    fu, fv, fw = fractions
-    coef_x[...] = fu
-    coef_y[...] = fv
-    coef_z[...] = fw
+    bottom and the lid. The outputs may be float32, or uint8 (encode_coefficients: every
+    A_f a multiple of 1/128)."""
+    cx, cy, cz = (np.array(f, dtype=F32, copy=True) for f in fractions)
     if not outflow_x_minus:
-        coef_x[:, :, 0] = 0
+        cx[:, :, 0] = 0
     if not outflow_x_plus:
-        coef_x[:, :, -1] = 0
+        cx[:, :, -1] = 0
     if not outflow_y_minus:
-        coef_y[:, 0, :] = 0
+        cy[:, 0, :] = 0
     if not outflow_y_plus:
-        coef_y[:, -1, :] = 0
-    coef_z[0] = 0
-    coef_z[-1] = 0
+        cy[:, -1, :] = 0
+    cz[0] = 0
+    cz[-1] = 0
+    for values, out in ((cx, coef_x), (cy, coef_y), (cz, coef_z)):
+        encode_coefficients(values, out)
 
 
 def coarse_shape(shape, factors):

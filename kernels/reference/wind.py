@@ -167,22 +167,29 @@ FRACTION_SAMPLES = 8
 #: of a flat ground that lies on a face level must give exactly closed and open faces).
 FRACTION_LOW = F32(1e-4)
 FRACTION_HIGH = F32(F32(1.0) - F32(1e-4))
-#: The smallest open fraction a face keeps: slivers the terrain nearly closes count as this
-#: open. Without it the pressure's multigrid slows on rolling terrain (64 x 64 x 16 cells:
-#: 15 CG iterations instead of 7, growing with the grid); 0.02 keeps 8 at 32 and 64 cells
-#: and costs the half-cylinder's crest 1.2% (0.05: 7 iterations, 3.7%; closing the slivers
-#: instead: 13%).
-FRACTION_MIN = F32(0.02)
+#: Open fractions are multiples of FRACTION_STEP = 1/128 (rounded to the nearest): the
+#: pressure's finest level then stores them as uint8 exactly (kernels.reference.pressure
+#: COEFFICIENT_STEPS), a quarter of float32's traffic in its bandwidth-bound smoother.
+FRACTION_STEPS = 128
+FRACTION_STEP = F32(1.0 / FRACTION_STEPS)
+#: The smallest open fraction a face keeps (3/128 = 0.023): slivers the terrain nearly
+#: closes count as this open. Without it the pressure's multigrid slows on rolling terrain
+#: (64 x 64 x 16 cells: 15 CG iterations instead of 7, growing with the grid); 0.02 kept 8
+#: at 32 and 64 cells and cost the half-cylinder's crest 1.2% (0.05: 7 iterations, 3.7%;
+#: closing the slivers instead: 13%).
+FRACTION_MIN = F32(3.0 / FRACTION_STEPS)
 #: "No thin obstacle in this column" in the block tops of face_fractions.
 NO_BLOCK = F32(-3.0e38)
 
 
 def _snap(a):
-    """Below FRACTION_LOW 0, above FRACTION_HIGH 1, else at least FRACTION_MIN."""
+    """Below FRACTION_LOW 0, above FRACTION_HIGH 1, else the nearest multiple of
+    FRACTION_STEP, at least FRACTION_MIN (float32: a * 128 is exact, + 0.5 rounds once)."""
     a = np.asarray(a, F32)
+    steps = np.floor((a * F32(FRACTION_STEPS)).astype(F32) + F32(0.5)).astype(F32)
+    quantised = np.maximum((steps * FRACTION_STEP).astype(F32), FRACTION_MIN)
     return np.where(a < FRACTION_LOW, F32(0.0),
-                    np.where(a > FRACTION_HIGH, F32(1.0),
-                             np.maximum(a, FRACTION_MIN))).astype(F32)
+                    np.where(a > FRACTION_HIGH, F32(1.0), quantised)).astype(F32)
 
 
 def block_tops(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top, out):

@@ -7,6 +7,7 @@ import pytest
 from snowfall.kernels.cpu import drift as cpu_drift
 from snowfall.kernels.cpu import wind as cpu
 from snowfall.kernels.reference import drift as ref_drift
+from snowfall.kernels.reference import pressure as ref_pressure
 from snowfall.kernels.reference import wind as ref
 from snowfall.snow_addon import Simulation, SnowSettings
 from snowfall.snow_addon.errors import SnowInputError
@@ -33,19 +34,22 @@ def _fractions(kernels, height, snow, hm, origin, cell, shape, column_top=None):
     return out
 
 
-def _least(fraction):
-    """Open fractions in (0, FRACTION_MIN) raised to it (1e-6: rounding, treated as 0)."""
-    fraction = np.asarray(fraction)
-    return np.where((fraction > 1e-6) & (fraction < ref.FRACTION_MIN), ref.FRACTION_MIN,
-                    fraction)
+def _assert_fractions(actual, exact):
+    """``actual`` holds the exact open fractions rounded to multiples of 1/128: within half
+    a step of them (2e-6: float32 rounding), those in (0, FRACTION_MIN) raised to it (below
+    1e-6: rounding, treated as 0)."""
+    exact = np.asarray(exact)
+    exact = np.where((exact > 1e-6) & (exact < ref.FRACTION_MIN), ref.FRACTION_MIN, exact)
+    np.testing.assert_array_equal(actual * 128.0, np.round(actual * 128.0))
+    np.testing.assert_allclose(actual, exact, rtol=0, atol=0.5 / 128 + 2e-6)
 
 
 @pytest.mark.parametrize("kernels", [ref, cpu], ids=["numpy", "cpu"])
 def test_open_fractions_of_a_tilted_plane_are_exact(kernels):
     """t(x, y) = 1.3 + 0.37 x (bilinear on the heightmap reproduces a plane): a u face is
     open by clamp((top - t) / h), a w face by the share of its footprint below its level,
-    which is linear in x; a v face by the mean over its 8 sample points (slivers raised to
-    the smallest fraction a face keeps)."""
+    which is linear in x; a v face by the mean over its 8 sample points (rounded to 1/128,
+    slivers raised to the smallest fraction a face keeps)."""
     hm = HeightmapGrid(-1.0, -1.0, 0.25, 57, 41)
     x = hm.x0 + np.arange(hm.nx) * hm.spacing
     height = np.broadcast_to(1.3 + 0.37 * x, hm.shape).astype(np.float32)
@@ -55,18 +59,17 @@ def test_open_fractions_of_a_tilted_plane_are_exact(kernels):
     nz, ny, nx = shape
     k = np.arange(nz)[:, None, None]
     t_u = 1.3 + 0.37 * np.arange(nx + 1)[None, None, :]
-    np.testing.assert_allclose(fu, _least(np.broadcast_to(np.clip((k + 1 - t_u) / h, 0, 1),
-                                                          fu.shape)), atol=2e-6)
+    _assert_fractions(fu, np.broadcast_to(np.clip((k + 1 - t_u) / h, 0, 1), fu.shape))
     left = 1.3 + 0.37 * np.arange(nx)[None, None, :]
     level = np.arange(nz + 1)[:, None, None]
     share = np.clip((level - left) / 0.37, 0, 1)
-    np.testing.assert_allclose(fw, _least(np.broadcast_to(share, fw.shape)), atol=2e-6)
+    _assert_fractions(fw, np.broadcast_to(share, fw.shape))
     # a v face: the mean over its 8 sample points along x, which for a plane is the open
     # share of the face to within the midpoint rule's error at the kinks of the clamp
     offsets = (np.arange(8) + 0.5) / 8
     t_v = 1.3 + 0.37 * (np.arange(nx)[None, None, :, None] + offsets)
     mean = np.clip((k[..., None] + 1 - t_v) / h, 0, 1).mean(axis=-1)
-    np.testing.assert_allclose(fv, _least(np.broadcast_to(mean, fv.shape)), atol=2e-6)
+    _assert_fractions(fv, np.broadcast_to(mean, fv.shape))
     assert ((fu > 0) & (fu < 1)).any() and ((fw > 0) & (fw < 1)).any()
 
 
@@ -157,11 +160,27 @@ def test_voxel_boundary_has_the_open_fractions_of_its_solid_mask():
     ref.voxel_fractions(solid, *expected)
     for a, e in zip(sim.wind.fractions, expected):
         np.testing.assert_array_equal(a, e)
-    assert sim.wind.levels[0].coef[0].dtype == np.uint8
     cut = _ridge("cut_cells")
-    assert cut.wind.levels[0].coef[0].dtype == np.float32
     assert any(((f > 0) & (f < 1)).any() for f in cut.wind.fractions)
     np.testing.assert_array_equal(cut.backend.to_host(cut.wind.solid), solid)
+
+
+def test_open_fractions_are_multiples_of_a_128th_stored_exactly_as_uint8():
+    """The open fractions are rounded to multiples of 1/128 (at least 3/128 where open), so
+    the pressure's finest level stores them as uint8 without loss: its coefficients read
+    back as the fractions themselves (inflow sides, bottom and lid closed)."""
+    sim = _ridge("cut_cells")
+    sim.wind._ensure_coefficients(sim.wind._last_sides)
+    for fraction, coefficient in zip(sim.wind.fractions, sim.wind.levels[0].coef):
+        f = np.asarray(sim.backend.to_host(fraction))
+        np.testing.assert_array_equal(f * 128.0, np.round(f * 128.0))
+        assert f[(f > 0)].min() >= 3.0 / 128.0
+        assert coefficient.dtype == np.uint8
+        values = ref_pressure.coefficient_values(sim.backend.to_host(coefficient))
+        inside = values > 0
+        np.testing.assert_array_equal(values[inside], f[inside])
+    _u, _v, w = (np.asarray(sim.backend.to_host(c)) for c in sim.wind.levels[0].coef)
+    assert not w[0].any() and not w[-1].any()
 
 
 def test_resume_restores_the_fractions_and_an_older_state_gets_its_masks():

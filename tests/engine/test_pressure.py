@@ -20,6 +20,13 @@ def _voxel(solid):
     return fractions
 
 
+def _stored(values, dtype):
+    """Coefficients as the solver stores them in ``dtype`` (uint8: 128 A_f)."""
+    out = np.zeros(np.shape(values), dtype)
+    ref.encode_coefficients(values, out)
+    return out
+
+
 def _random_system(shape, seed):
     rng = np.random.default_rng(seed)
     solid = (rng.random(shape) < 0.2).astype(np.uint8)
@@ -44,7 +51,7 @@ def test_face_coefficients_match_reference(shape):
         out = tuple(np.full(c.shape, 7, dtype) for c in coef)
         cpu.face_coefficients(_voxel(solid), *flags, *out)
         for a, e in zip(out, coef):
-            np.testing.assert_array_equal(a, e)
+            np.testing.assert_array_equal(ref.coefficient_values(a), e)
     # cut faces: the coefficient is the open fraction, inside and on outflow sides
     rng = np.random.default_rng(2)
     fractions = tuple(rng.random(c.shape).astype(np.float32) for c in coef)
@@ -63,11 +70,42 @@ def test_face_coefficients_match_reference(shape):
     assert not cz[0].any() and not cz[-1].any()
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+def test_uint8_coefficients_are_the_fractions_bit_for_bit(shape):
+    """The finest level stores 128 A_f as uint8 (the open fractions are multiples of
+    1/128): the face coefficients, the operator, a residual and a red-black sweep give the
+    float32 coefficients' results to the last bit, in the reference and the Numba build."""
+    rng = np.random.default_rng(9)
+    nz, ny, nx = shape
+    fractions = tuple((rng.integers(0, 129, s) / 128.0).astype(np.float32)
+                      for s in [(nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)])
+    fractions[0][0, 0, 1] = 1.0  # an open face inside: q = 128
+    p = rng.standard_normal(shape).astype(np.float32)
+    b = rng.standard_normal(shape).astype(np.float32)
+    for kernels in (ref, cpu):
+        results = []
+        for dtype in (np.float32, np.uint8):
+            coef = tuple(np.full(f.shape, 7, dtype) for f in fractions)
+            kernels.face_coefficients(fractions, 1, 1, 1, 0, *coef)  # y+ an inflow side
+            if dtype == np.uint8:
+                assert max(int(c.max()) for c in coef) == 128
+            np.testing.assert_array_equal(ref.coefficient_values(coef[1]), fractions[1] * (
+                np.arange(ny + 1)[None, :, None] < ny))
+            out = [np.zeros_like(p) for _ in range(2)]
+            kernels.apply_operator(p, *coef, out[0])
+            kernels.residual(p, b, *coef, out[1])
+            swept = p.copy()
+            kernels.redblack_sweep(swept, b, *coef, 1.0, 1)
+            results.append((*out, swept))
+        for a, e in zip(*results):
+            np.testing.assert_array_equal(a, e)
+
+
 @pytest.mark.parametrize("coef_dtype", [np.float32, np.uint8])  # uint8: the finest level
 @pytest.mark.parametrize("shape", SHAPES)
 def test_operator_kernels_match_reference(shape, coef_dtype):
     _solid, _flags, coef, p, b = _random_system(shape, 2)
-    coef = tuple(c.astype(coef_dtype) for c in coef)
+    coef = tuple(_stored(c, coef_dtype) for c in coef)
     for name, args in [("apply_operator", (p, *coef)), ("residual", (p, b, *coef))]:
         expected, actual = np.zeros_like(p), np.ones_like(p)
         getattr(ref, name)(*args, expected)
@@ -92,7 +130,7 @@ def test_operator_kernels_match_reference(shape, coef_dtype):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_transfer_kernels_match_reference_and_are_transposes(shape, coef_dtype):
     _solid, _flags, coef, _p, _b = _random_system(shape, 3)
-    coef = tuple(c.astype(coef_dtype) for c in coef)
+    coef = tuple(_stored(c, coef_dtype) for c in coef)
     rng = np.random.default_rng(4)
     for factors in [(2, 2, 2), (1, 2, 2), (2, 1, 2), (2, 2, 1)]:
         fz, fy, fx = factors
@@ -112,7 +150,7 @@ def test_transfer_kernels_match_reference_and_are_transposes(shape, coef_dtype):
             for a, e in zip(actual, expected):
                 np.testing.assert_array_equal(a, e)
         # an all-open fine region keeps the geometric coefficient area / distance
-        ones = tuple(np.ones_like(c) for c in coef)
+        ones = tuple(_stored(np.ones(c.shape, np.float32), c.dtype) for c in coef)
         ref.restrict_coefficients(*ones, fx, fy, fz, 1.0, 1.0, *expected)
         assert expected[0][0, 0, 1] == pytest.approx(fy * fz / fx)
         assert expected[2][1, 0, 0] == pytest.approx(fy * fx / fz)
@@ -131,7 +169,7 @@ def test_transfer_kernels_match_reference_and_are_transposes(shape, coef_dtype):
         _close(p_cpu, p_ref)
 
         # restriction is the exact transpose of (unmasked) prolongation: <P e, r> = <e, R r>
-        open_coef = tuple(np.ones_like(c) for c in coef)
+        open_coef = tuple(_stored(np.ones(c.shape, np.float32), c.dtype) for c in coef)
         prolonged = np.zeros(shape, np.float32)
         ref.prolong_add(coarse_e, *open_coef, fx, fy, fz, prolonged)
         lhs = float(np.dot(prolonged.ravel().astype(np.float64), fine_r.ravel()))
@@ -312,7 +350,7 @@ def _blocky_system(shape, seed):
 @pytest.mark.parametrize("shape", [(5, 7, 6), (8, 9, 11), (6, 4, 13)])
 def test_scaled_transfers_match_reference_and_are_transposes(shape, coef_dtype):
     rng = np.random.default_rng(7)
-    coef = tuple(c.astype(coef_dtype) for c in _blocky_system(shape, 8))
+    coef = tuple(_stored(c, coef_dtype) for c in _blocky_system(shape, 8))
     for factors in [(2, 2, 2), (1, 2, 2), (2, 1, 2), (2, 2, 1)]:
         fz, fy, fx = factors
         coarse = tuple((n + f - 1) // f for n, f in zip(shape, factors))
@@ -492,11 +530,11 @@ def test_cuda_fused_cg_and_from_zero_kernels_match_reference(gpu_backend, shape,
     gp, xp = gpu_backend.kernel_module("pressure"), gpu_backend.xp
     _solid, _flags, coef, p, b = _random_system(shape, 41)
     b[0, 0, :4] = np.float32(-0.0)
-    coef = tuple(c.astype(coef_dtype) for c in coef)
+    coef = tuple(_stored(c, coef_dtype) for c in coef)
     dcoef = tuple(xp.asarray(c) for c in coef)
     for first, pairs in ((0, 2), (1, 1), (0, 3)):
         expected = np.zeros(shape, np.float32)
-        ref.redblack_pairs(expected, b, *(c.astype(np.float32) for c in coef), 1.0, first, pairs)
+        ref.redblack_pairs(expected, b, *(ref.coefficient_values(c) for c in coef), 1.0, first, pairs)
         d = xp.asarray(p)
         gp.redblack_pairs_from_zero(d, xp.asarray(b), *dcoef, 1.0, first, pairs)
         got = xp.asnumpy(d)

@@ -14,7 +14,7 @@ from snowfall.snow_addon.backend import select_backend
 from snowfall.snow_addon.errors import SnowInputError
 from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
 from snowfall.snow_addon.settings import SnowSettings
-from snowfall.snow_addon.wind import WindSolver, inflow_at, inflow_sides
+from snowfall.snow_addon.wind import WindSolver, inflow_at, inflow_sides, inflow_turned
 
 
 def _faces(shape, rng, scale=3.0):
@@ -246,9 +246,9 @@ def test_divergence_and_project_match_reference(fractions_of):
         p = rng.standard_normal(shape).astype(np.float32)
         e = tuple(a.copy() for a in (u, v, w))
         ref.project(*e, p, *coef, 0.4)
-        for dtype in dtypes:  # the solver stores a voxel finest level as uint8
+        for dtype in dtypes:  # the solver stores its finest level as uint8
             a = tuple(x.copy() for x in (u, v, w))
-            cpu.project(*a, p, *(c.astype(dtype) for c in coef), 0.4)
+            cpu.project(*a, p, *(_stored(c, dtype) for c in coef), 0.4)
             for x, y in zip(a, e):
                 np.testing.assert_array_equal(x, y)
         # faces with coefficient 0 (walls, solids, inflow sides) are untouched; the others
@@ -262,6 +262,13 @@ def test_divergence_and_project_match_reference(fractions_of):
 
 
 # --- the solver ------------------------------------------------------------------------
+
+def _stored(values, dtype):
+    """Face coefficients as the solver stores them in ``dtype`` (uint8: 128 A_f)."""
+    out = np.zeros(np.shape(values), dtype)
+    ref_pressure.encode_coefficients(values, out)
+    return out
+
 
 def _box_scene(n=16, nz=12, backend="cpu", **changes):
     """A box on a plane, wind from one side (toward +X, a little toward +Y)."""
@@ -429,6 +436,74 @@ def test_extrapolated_warm_start_needs_fewer_iterations(monkeypatch):
         assert all(info.converged for info in infos)
         counts[extrapolate] = sum(info.iterations for info in infos[4:])
     assert counts[True] < counts[False]
+
+
+def test_inflow_turns_only_where_a_gust_key_bends_it():
+    """Solves 1/8 s apart, gust keys every 2 s: the inflow's rate jumps at the key, so only
+    the solve whose three predecessors straddle it (t - 2 dt on the key) starts from p_n;
+    keys at either end of the three leave them on one line. No gusts: never."""
+    dt = 0.125
+    gusty = SnowSettings(gust_strength=0.3, gust_period=2.0, gust_direction_jitter=8.0, seed=5)
+    turned = [t for t in np.arange(0.5, 6.01, dt) if inflow_turned(gusty, float(t), dt)]
+    assert turned == [2.25, 4.25]
+    steady = SnowSettings(gust_strength=0.0, gust_direction_jitter=0.0)
+    assert not any(inflow_turned(steady, float(t), dt) for t in np.arange(0.0, 6.01, dt))
+    keyed = SnowSettings(gust_strength=0.0, gust_direction_jitter=0.0,
+                         wind_keys=((0.0, 4.0, 0.0), (1.0, 8.0, 0.0), (3.0, 8.0, 30.0)))
+    assert [t for t in np.arange(0.5, 4.01, dt) if inflow_turned(keyed, float(t), dt)] \
+        == [1.25, 3.25]
+
+
+def test_warm_start_after_a_gust_key_needs_fewer_iterations(monkeypatch):
+    """After a gust key the extrapolation repeats the key's miss one solve later; the
+    solve whose predecessors straddle the key starts from p_n instead: the run across
+    three keys needs fewer CG iterations to the same tolerance."""
+    import snowfall.snow_addon.wind as wind_module
+
+    dt = 1.0 / 24.0
+    counts = {}
+    for rule in (False, True):
+        if not rule:
+            monkeypatch.setattr(wind_module, "inflow_turned", lambda *args: False)
+        else:
+            monkeypatch.undo()
+        solver = _box_scene(n=24, nz=12, gust_strength=0.3, gust_period=0.5,
+                            gust_direction_jitter=10.0, pressure_tolerance=1e-5)
+        infos = [solver.step(step * dt, dt) for step in range(40)]
+        assert all(info.converged for info in infos)
+        counts[rule] = sum(info.iterations for info in infos[6:])
+    assert counts[True] < counts[False]
+
+
+def test_obstacle_projection_solves_to_the_accuracy_of_the_step_before():
+    """The blocked flux of new obstacles is local and small: the projection stops where
+    the step before stopped (its residual within that step's tolerance times that step's
+    right-hand side), in fewer iterations than its own relative tolerance needs."""
+    dt = 1.0 / 24.0
+    n, nz = 16, 12
+    results = {}
+    for floor in (True, False):
+        solver = _box_scene(n=n, nz=nz, gust_strength=0.0, gust_direction_jitter=0.0)
+        for step in range(12):
+            solver.step(step * dt, dt)
+        step_norm2, step_dt = solver._step_rhs
+        assert step_norm2 > 0 and step_dt == dt
+        if not floor:
+            solver._step_rhs = (0.0, dt)
+        hm = HeightmapGrid(0.0, 0.0, 0.5, 2 * n + 1, 2 * n + 1)
+        y, x = np.mgrid[0:hm.ny, 0:hm.nx] * hm.spacing
+        height = np.zeros(hm.shape, np.float32)
+        height[(abs(x - 0.4 * n) < 0.15 * n) & (abs(y - 0.5 * n) < 0.2 * n)] = 0.45 * nz
+        height[(abs(x - 12.5) < 0.6) & (abs(y - 4.5) < 0.6)] = 0.7  # a small bump: two cells turn solid
+        solver.update_obstacles(height, np.zeros_like(height), hm)
+        iterations, _relative, converged = solver.obstacle_projection
+        assert converged
+        rhs = np.zeros(solver.solid.shape, np.float32)
+        ref.divergence(solver.u, solver.v, solver.w, solver.fractions, -1.0 / dt, rhs)
+        left = float(np.sqrt(np.sum(rhs.astype(np.float64) ** 2)))
+        assert left <= 1.5 * solver.settings.pressure_tolerance * math.sqrt(step_norm2)
+        results[floor] = iterations
+    assert results[True] < results[False]
 
 
 def _buried(solver):

@@ -42,6 +42,13 @@ def _coef(shape, fractions, flags):
     return coef
 
 
+def _stored(values, dtype):
+    """Face coefficients as the solver stores them in ``dtype`` (uint8: 128 A_f)."""
+    out = np.zeros(np.shape(values), dtype)
+    ref_pressure.encode_coefficients(values, out)
+    return out
+
+
 def _device(xp, arrays):
     return tuple(xp.asarray(a) for a in arrays)
 
@@ -153,7 +160,7 @@ def test_cuda_divergence_project_and_solid_match_reference(kernels, shape, fract
         ref_wind.project(*e, p, *coef, 0.4)
         for dtype in dtypes:
             d = _device(xp, (u, v, w))
-            gw.project(*d, xp.asarray(p), *(xp.asarray(c.astype(dtype)) for c in coef), 0.4)
+            gw.project(*d, xp.asarray(p), *(xp.asarray(_stored(c, dtype)) for c in coef), 0.4)
             for a, b in zip(d, e):
                 np.testing.assert_array_equal(xp.asnumpy(a), b)
 
@@ -222,13 +229,13 @@ def test_cuda_pressure_kernels_match_reference(kernels, coef_dtype, shape):
     gw.voxel_fractions(xp.asarray(solid), *fractions)
     gp.face_coefficients(fractions, *flags, *dcoef)
     for a, e in zip(dcoef, coef):
-        np.testing.assert_array_equal(xp.asnumpy(a), e)
-    if coef_dtype == np.float32:  # cut faces: fractions in (0, 1) as coefficients
-        cut = tuple(rng.random(c.shape).astype(np.float32) for c in coef)
-        coef = _coef(shape, cut, flags)
-        gp.face_coefficients(_device(xp, cut), *flags, *dcoef)
-        for a, e in zip(dcoef, coef):
-            np.testing.assert_array_equal(xp.asnumpy(a), e)
+        np.testing.assert_array_equal(ref_pressure.coefficient_values(xp.asnumpy(a)), e)
+    # cut faces: open fractions (multiples of 1/128, as face_fractions gives) as coefficients
+    cut = tuple((rng.integers(0, 129, c.shape) / 128.0).astype(np.float32) for c in coef)
+    coef = _coef(shape, cut, flags)
+    gp.face_coefficients(_device(xp, cut), *flags, *dcoef)
+    for a, e in zip(dcoef, coef):
+        np.testing.assert_array_equal(ref_pressure.coefficient_values(xp.asnumpy(a)), e)
     p = rng.standard_normal(shape).astype(np.float32)
     b = rng.standard_normal(shape).astype(np.float32)
     dp, db = xp.asarray(p), xp.asarray(b)
@@ -302,7 +309,7 @@ def test_cuda_smoother_and_cg_kernels_match_reference(kernels):
         ref_pressure.redblack_pairs(expected, b, *coef, 1.0, 1, 3)
         for dtype in (np.float32, np.uint8):
             d = xp.asarray(p)
-            gp.redblack_pairs(d, xp.asarray(b), *(xp.asarray(c.astype(dtype)) for c in coef), 1.0, 1, 3)
+            gp.redblack_pairs(d, xp.asarray(b), *(xp.asarray(_stored(c, dtype)) for c in coef), 1.0, 1, 3)
             _close(d, expected, xp)
     a, b, c, e = (rng.standard_normal(100_003).astype(np.float32) for _ in range(4))
     scalars = xp.zeros(gp.SCALAR_SLOTS, xp.float64)
