@@ -42,6 +42,7 @@ def draw_snowfall(layout, context):
     sub.active = props.wind_cell_size == 0.0
     sub.prop(props, "wind_resolution")
     col.prop(props, "sky_height")
+    col.prop(props, "wind_boundary")
 
     col = layout.column(heading="Wind")
     col.prop(props, "wind_speed")

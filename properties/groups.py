@@ -163,6 +163,15 @@ class SnowfallSettings(bpy.types.PropertyGroup):
         name="Pressure Solver", default=_DEFAULTS.pressure_solver,
         items=[("mgpcg", "Multigrid CG", "Solve to the relative tolerance (recommended)"),
                ("sor5", "5 SOR sweeps", "The papers' fixed five SOR sweeps (for comparison)")])
+    wind_boundary: EnumProperty(
+        name="Terrain Boundary", default=_DEFAULTS.wind_boundary,
+        items=[("cut_cells", "Cut Cells",
+                "Every face of the wind grid open by the share of it above the terrain: the "
+                "wind follows slopes and speeds up over crests (recommended)"),
+               ("voxels", "Voxels",
+                "A wind cell is solid when its centre lies below the terrain: a staircase "
+                "that slows the wind over slopes (earlier versions; a cheaper pressure solve)")],
+        description="How the terrain meets the wind")
     cache_folder: StringProperty(
         name="Cache Folder", default=DEFAULT_CACHE_FOLDER, subtype="DIR_PATH",
         options=PATH_OPTIONS,

@@ -43,6 +43,17 @@ def test_properties_map_to_si_settings(addon):
     assert to_snow_settings(props, scene).redistribution_fraction == 0.0
 
 
+def test_wind_boundary_maps_and_defaults_to_the_engines(addon):
+    """The terrain boundary of the wind: the engine's default (cut cells), and voxels when
+    the user picks them."""
+    scene = addon
+    props = scene.snowfall
+    assert props.wind_boundary == SnowSettings().wind_boundary == "cut_cells"
+    assert to_snow_settings(props, scene).wind_boundary == "cut_cells"
+    props.wind_boundary = "voxels"
+    assert to_snow_settings(props, scene).wind_boundary == "voxels"
+
+
 def test_drift_properties_map_where_the_engine_has_them(addon):
     """Drift defaults come from SnowSettings; lengths and velocities scale to SI; a zero
     threshold means "by snow type" (None). Fields the engine lacks are not passed."""
