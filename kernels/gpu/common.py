@@ -88,6 +88,12 @@ def get_kernel(source: str, names: tuple, name: str, coef=None):
     """Kernel ``name`` of ``source``; a templated one is picked by the dtype of ``coef``."""
     if coef is not None:
         name = f"{name}<{COEFFICIENT_CTYPES[str(coef.dtype)]}>"
+    return _function(source, names, name)
+
+
+@functools.lru_cache(maxsize=None)
+def _function(source: str, names: tuple, name: str):
+    """The compiled function (looked up once: the host asks for a few per step)."""
     return compile_module(source, names).get_function(name)
 
 
