@@ -22,14 +22,16 @@ def _weighted(a, weight_a, b, weight_b):
     return np.float32(0.0)
 
 
-def surface_wind(u, v, w, fractions, wind_x, wind_y):
-    """Wind (m/s) along the surface at each column's lowest open cell (see the reference)."""
+def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None):
+    """Wind (m/s) along the surface at each column's lowest open cell, times ``scour``
+    when given (see the reference)."""
     fu, fv, fw = fractions
-    _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y)
+    _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y, scour is not None,
+                  wind_x if scour is None else scour)
 
 
 @numba.njit(parallel=True, cache=True)
-def _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y):
+def _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y, scoured, scour):
     nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
     for j in prange(ny):
         for i in range(nx):
@@ -53,6 +55,9 @@ def _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y):
                     np.float32(horizontal + np.float32(wz * wz)) / horizontal)))
                 wx = np.float32(wx * factor)
                 wy = np.float32(wy * factor)
+            if scoured:
+                wx = np.float32(wx * scour[j, i])
+                wy = np.float32(wy * scour[j, i])
             wind_x[j, i] = wx
             wind_y[j, i] = wy
 
@@ -266,3 +271,40 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
                     top = line
                 s = np.float32(s + h)
             bubble_top[j, i] = top
+
+
+@numba.njit(parallel=True, cache=True)
+def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, max_cells,
+                     scour):
+    """Factor (>= 1) on the surface wind from the horseshoe vortex at the windward base of
+    bluff obstacles, per wind column (see the reference)."""
+    ny, nx = column_height.shape
+    hx, hy = np.float32(heading_x), np.float32(heading_y)
+    reach32, gain32, one = np.float32(reach), np.float32(gain), np.float32(1.0)
+    for j in prange(ny):
+        for i in range(nx):
+            here = column_height[j, i]
+            best = one
+            for dj in range(-max_cells, max_cells + 1):
+                n = j + dj
+                if here == NO_SURFACE or n < 0 or n >= ny:
+                    continue
+                for di in range(-max_cells, max_cells + 1):
+                    m = i + di
+                    if (di == 0 and dj == 0) or m < 0 or m >= nx:
+                        continue
+                    along = np.float32(np.float32(np.float32(di) * hx)
+                                       + np.float32(np.float32(dj) * hy))
+                    other = column_height[n, m]
+                    if along < 0 or other == NO_SURFACE:
+                        continue
+                    rise = np.float32(other - here)
+                    limit = np.float32(reach32 * rise)
+                    distance = np.float32(np.float32(math.sqrt(di * di + dj * dj))
+                                          * np.float32(cell_size))
+                    if rise > 0 and distance < limit:
+                        factor = np.float32(one + np.float32(gain32 * np.float32(
+                            one - np.float32(distance / limit))))
+                        if factor > best:
+                            best = factor
+            scour[j, i] = best

@@ -18,7 +18,8 @@ extern "C" __global__ void surface_wind(const float* __restrict__ u, const float
                                         const float* __restrict__ fv,
                                         const float* __restrict__ fw,
                                         float* __restrict__ wind_x, float* __restrict__ wind_y,
-                                        int nx, int ny, int nz) {
+                                        int nx, int ny, int nz, int scoured,
+                                        const float* __restrict__ scour) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nx * ny) return;
     int i = t % nx, j = t / nx;
@@ -42,6 +43,10 @@ extern "C" __global__ void surface_wind(const float* __restrict__ u, const float
         float factor = sqrtf((horizontal + wz * wz) / horizontal);
         wx = wx * factor;
         wy = wy * factor;
+    }
+    if (scoured) {
+        wx = wx * scour[t];
+        wy = wy * scour[t];
     }
     wind_x[t] = wx;
     wind_y[t] = wy;
@@ -206,6 +211,38 @@ extern "C" __global__ void separation_bubble(const float* __restrict__ column_he
     }
     bubble_top[t] = top;
 }
+
+extern "C" __global__ void horseshoe_vortex(const float* __restrict__ column_height, int nx,
+                                            int ny, float cell_size, float heading_x,
+                                            float heading_y, float reach, float gain,
+                                            int max_cells, float* __restrict__ scour) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nx * ny) return;
+    int i = t % nx, j = t / nx;
+    float here = column_height[t];
+    float best = 1.0f;
+    if (here != NO_SURFACE) {
+        for (int dj = -max_cells; dj <= max_cells; ++dj) {
+            int n = j + dj;
+            if (n < 0 || n >= ny) continue;
+            for (int di = -max_cells; di <= max_cells; ++di) {
+                int m = i + di;
+                if ((di == 0 && dj == 0) || m < 0 || m >= nx) continue;
+                float along = (float)di * heading_x + (float)dj * heading_y;
+                float other = column_height[n * nx + m];
+                if (along < 0.0f || other == NO_SURFACE) continue;
+                float rise = other - here;
+                float limit = reach * rise;
+                float distance = sqrtf((float)(di * di + dj * dj)) * cell_size;
+                if (rise > 0.0f && distance < limit) {
+                    float factor = 1.0f + gain * (1.0f - distance / limit);
+                    best = fmaxf(best, factor);
+                }
+            }
+        }
+    }
+    scour[t] = best;
+}
 """
 SOURCE = f"#define WAKE_SAMPLES {WAKE_SAMPLES}\n#define NO_SURFACE {float(NO_SURFACE)!r}f\n" + SOURCE
 
@@ -214,11 +251,13 @@ def _kernel(name):
     return get_kernel(SOURCE, (), name)
 
 
-def surface_wind(u, v, w, fractions, wind_x, wind_y):
-    """Wind (m/s) along the surface at each column's lowest open cell (see the reference)."""
+def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None):
+    """Wind (m/s) along the surface at each column's lowest open cell, times ``scour``
+    when given (see the reference)."""
     nz, ny, nx = w.shape[0] - 1, w.shape[1], w.shape[2]
     _kernel("surface_wind")(blocks(nx * ny), (LAUNCH_BLOCK,), (
-        u, v, w, *fractions, wind_x, wind_y, np.int32(nx), np.int32(ny), np.int32(nz)))
+        u, v, w, *fractions, wind_x, wind_y, np.int32(nx), np.int32(ny), np.int32(nz),
+        np.int32(scour is not None), wind_x if scour is None else scour))
 
 
 def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,
@@ -267,3 +306,14 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
     _kernel("separation_bubble")(blocks(nx * ny), (LAUNCH_BLOCK,), (
         column_height, np.int32(nx), np.int32(ny), f(x0), f(y0), f(cell_size), f(heading_x),
         f(heading_y), f(slope), f(spread), f(max_distance), bubble_top))
+
+
+def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, max_cells,
+                     scour):
+    """Factor (>= 1) on the surface wind from the horseshoe vortex at the windward base of
+    bluff obstacles, per wind column (see the reference)."""
+    ny, nx = column_height.shape
+    f = np.float32
+    _kernel("horseshoe_vortex")(blocks(nx * ny), (LAUNCH_BLOCK,), (
+        column_height, np.int32(nx), np.int32(ny), f(cell_size), f(heading_x), f(heading_y),
+        f(reach), f(gain), np.int32(max_cells), scour))

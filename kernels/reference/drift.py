@@ -22,6 +22,8 @@ Three stages per step:
    snow under uniform wind stays uniform); the net is added to ``exported`` (m of depth
    per node) so that the books still balance.
 """
+import math
+
 import numpy as np
 
 from .sampling import sample_bilinear
@@ -29,7 +31,7 @@ from .sampling import sample_bilinear
 F32 = np.float32
 
 
-def surface_wind(u, v, w, fractions, wind_x, wind_y):
+def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None):
     """wind_x, wind_y (ny_w, nx_w) float32 m/s: the wind along the surface at each column's
     lowest open cell (the lowest with a face of open fraction A_f > 0, ``fractions`` =
     (frac_u, frac_v, frac_w) of the wind: with cut cells the air right over the terrain),
@@ -60,6 +62,8 @@ def surface_wind(u, v, w, fractions, wind_x, wind_y):
     factor = np.sqrt(((horizontal + (wz * wz).astype(F32)) / safe).astype(F32)).astype(F32)
     wx = np.where(horizontal > 0, (wx * factor).astype(F32), wx)
     wy = np.where(horizontal > 0, (wy * factor).astype(F32), wy)
+    if scour is not None:
+        wx, wy = (wx * scour).astype(F32), (wy * scour).astype(F32)
     wind_x[...] = np.where(any_open, wx, F32(0))
     wind_y[...] = np.where(any_open, wy, F32(0))
 
@@ -238,3 +242,39 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
         top = np.maximum(top, line)
         s = F32(s + F32(cell_size))
     bubble_top[...] = top
+
+
+def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, max_cells,
+                     scour):
+    """The horseshoe vortex that wraps around the windward base of a bluff obstacle, from
+    the surface alone (the inviscid wind solver has no boundary layer to roll it up).
+    ``column_height`` (ny_w, nx_w) m from ``column_surface``, columns ``cell_size`` m
+    apart. For each column, every other column within ``max_cells`` (a square window)
+    that rises above it (rise > 0 m) and does not lie upwind of it (its offset times the
+    unit heading >= 0: the obstacle stands downwind or beside, never behind), at a
+    distance d < reach * rise, gives 1 + gain * (1 - d / (reach * rise)): largest at the
+    obstacle's foot, 1 at ``reach`` obstacle heights from it, and only where the rise is
+    steeper than 1 / reach. ``scour`` (ny_w, nx_w) float32 >= 1: the largest of them (1
+    where none), the factor on the surface wind (surface_wind)."""
+    ny, nx = column_height.shape
+    h = np.asarray(column_height, F32)
+    best = np.ones((ny, nx), F32)
+    for dj in range(-max_cells, max_cells + 1):
+        for di in range(-max_cells, max_cells + 1):
+            if di == 0 and dj == 0:
+                continue
+            along = F32(F32(F32(di) * F32(heading_x)) + F32(F32(dj) * F32(heading_y)))
+            if along < 0:
+                continue
+            distance = F32(F32(math.sqrt(di * di + dj * dj)) * F32(cell_size))
+            other = np.full((ny, nx), NO_SURFACE, F32)
+            other[max(0, -dj):ny - max(0, dj), max(0, -di):nx - max(0, di)] = \
+                h[max(0, dj):ny + min(0, dj), max(0, di):nx + min(0, di)]
+            rise = (other - h).astype(F32)
+            limit = (F32(reach) * rise).astype(F32)
+            near = (h != NO_SURFACE) & (other != NO_SURFACE) & (rise > 0) & (distance < limit)
+            safe = np.where(near, limit, F32(1))
+            factor = (F32(1) + (F32(gain) * (F32(1) - (distance / safe).astype(F32))
+                                ).astype(F32)).astype(F32)
+            best = np.where(near, np.maximum(best, factor), best)
+    scour[...] = best

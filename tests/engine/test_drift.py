@@ -249,6 +249,25 @@ def test_numba_shelter_kernels_match_reference_bit_for_bit(seed):
     cpu.saltation_flux(*wind, *args, flux[2], flux[3], height, snow, top[0])
     np.testing.assert_array_equal(flux[0], flux[2])
     np.testing.assert_array_equal(flux[1], flux[3])
+    scour = [np.zeros(columns, np.float32) for _ in range(2)]
+    for module, out in zip((ref, cpu), scour):
+        module.horseshoe_vortex(surface[0], 1.25, 0.8, -0.6, 1.0, 0.7, 3, out)
+    np.testing.assert_array_equal(scour[0], scour[1])
+    assert (scour[0] > 1).any() and (scour[0] == 1).any()
+    fluxes = [np.zeros(columns, np.float32) for _ in range(4)]
+    rng = np.random.default_rng(seed)
+    nz, (wny, wnx) = 4, columns
+    u = rng.standard_normal((nz, wny, wnx + 1)).astype(np.float32)
+    v = rng.standard_normal((nz, wny + 1, wnx)).astype(np.float32)
+    w = rng.standard_normal((nz + 1, wny, wnx)).astype(np.float32)
+    fractions = (np.ones(u.shape, np.float32), np.ones(v.shape, np.float32),
+                 np.ones(w.shape, np.float32))
+    ref.surface_wind(u, v, w, fractions, fluxes[0], fluxes[1], scour[0])
+    cpu.surface_wind(u, v, w, fractions, fluxes[2], fluxes[3], scour[0])
+    np.testing.assert_array_equal(fluxes[0], fluxes[2])
+    np.testing.assert_array_equal(fluxes[1], fluxes[3])
+    ref.surface_wind(u, v, w, fractions, fluxes[2], fluxes[3])
+    np.testing.assert_array_equal(fluxes[0], (fluxes[2] * scour[0]).astype(np.float32))
     plain = [np.zeros(height.shape, np.float32) for _ in range(2)]
     ref.saltation_flux(*wind, *args, *plain)
     sheltered = (plain[0] != 0) & (flux[0] == 0)
@@ -282,6 +301,80 @@ def test_separation_bubble_of_a_long_fence_is_about_12_heights_and_of_a_cube_und
     # the heading turns the bubble with it
     turned = _bubble_behind(fence.T.copy(), heading=(0.0, 1.0))
     np.testing.assert_array_equal(turned, sheltered.T)
+
+
+def _scour(column_height, cell=0.5, heading=(1.0, 0.0), module=ref):
+    scour = np.zeros(column_height.shape, np.float32)
+    module.horseshoe_vortex(column_height, cell, *heading, drift_model.VORTEX_REACH,
+                            drift_model.VORTEX_GAIN, 8, scour)
+    return scour
+
+
+@pytest.mark.parametrize("module", [ref, cpu], ids=["reference", "cpu"])
+def test_horseshoe_vortex_wraps_the_windward_foot_and_sides_of_a_block_only(module):
+    # a 2 m cube (4 x 4 columns of 0.5 m) on flat ground, wind along +x
+    ground = np.zeros((40, 60), np.float32)
+    ground[18:22, 20:24] = 2.0
+    scour = _scour(ground, module=module)
+    reach = drift_model.VORTEX_REACH * 2.0                   # metres from the foot
+    gain = drift_model.VORTEX_GAIN
+    assert scour[19, 19] == pytest.approx(1 + gain * (1 - 0.5 / reach))   # at the foot
+    front = int(round(reach / 0.5))                         # columns the band reaches
+    assert (scour[18:22, 20 - front + 1:20] > 1).all()      # in front, within reach
+    assert (scour[18:22, :20 - front] == 1).all()           # upwind of it: none
+    assert np.all(np.diff(scour[19, 20 - front:20]) > 0)     # growing toward the face
+    assert (scour[18 - front + 1:18, 20:24] > 1).all()      # beside, both sides
+    assert (scour[22:22 + front - 1, 20:24] > 1).all()
+    assert (scour[:, 24:] == 1).all()                       # the lee: none
+    assert (scour[18:22, 20:24] == 1).all()                 # the block's top: none
+    assert (scour[:10] == 1).all() and (scour[30:] == 1).all()
+    # the heading turns it with the wind
+    turned = _scour(ground.T.copy(), heading=(0.0, 1.0), module=module)
+    np.testing.assert_array_equal(turned, scour.T)
+    # flat ground and a 30 degree slope have none; a 60 degree cliff face has some
+    x = 0.5 * np.arange(60, dtype=np.float32)[None, :].repeat(20, axis=0)
+    assert (_scour(np.zeros((20, 60), np.float32), module=module) == 1).all()
+    assert (_scour((x * np.float32(math.tan(math.radians(30)))).astype(np.float32),
+                   module=module) == 1).all()
+    cliff = _scour((x * np.float32(math.tan(math.radians(60)))).astype(np.float32),
+                   module=module)
+    assert (cliff[:, :-1] > 1.2).all()
+
+
+def test_horseshoe_vortex_scours_the_windward_corners_and_sides_of_a_block():
+    # saltation alone (a uniform 10 m/s surface wind along +x, no flakes) around a 2 m
+    # block on uniform snow: with the vortex the snow leaves the band's entry (in front of
+    # the windward face and around its corners, where the flux grows) and settles where
+    # the band ends past the lee face; without it nothing moves off the block.
+    spacing, cell = 0.25, 0.5
+    height = np.zeros((81, 121), np.float32)
+    height[36:45, 40:49] = 2.0                        # the block, 2 x 2 m
+    columns = np.zeros((40, 60), np.float32)
+    has_surface = np.ones(height.shape, bool)
+    ref.column_surface(height, np.zeros_like(height), has_surface, 0.0, 0.0, spacing, 0.0,
+                       0.0, cell, columns)
+    outcome = {}
+    for name, scour in (("vortex", _scour(columns)), ("none", np.ones_like(columns))):
+        wind_x = (np.float32(10.0) * scour).astype(np.float32)
+        wind_y = np.zeros_like(wind_x)
+        snow = np.full(height.shape, 0.1, np.float32)
+        spare, exported = np.zeros_like(snow), np.zeros_like(snow)
+        flux = [np.zeros_like(snow) for _ in range(2)]
+        ref.saltation_flux(wind_x, wind_y, 0.0, 0.0, cell, 0.0, 0.0, spacing, has_surface,
+                           0.066, 0.32, 0.05, 1.0, 0.0, *flux)
+        for _ in range(40):
+            ref.drift_transport(*flux, height, has_surface, snow, 0.04 / spacing, 0.2,
+                                spare, exported)
+            snow, spare = spare, snow
+        outcome[name] = snow
+        total = np.sum(snow, dtype=np.float64) + np.sum(exported, dtype=np.float64)
+        assert total == pytest.approx(0.1 * snow.size, rel=1e-5)     # volume stays exact
+    vortex, none = outcome["vortex"], outcome["none"]
+    assert vortex[31:36, 36:41].mean() < 0.085             # around the windward corner
+    assert vortex[37:44, 33:38].mean() < 0.085             # in front, short of the foot
+    assert vortex[28:36, 49:53].mean() > 0.11              # beside the lee corner
+    np.testing.assert_allclose(none[:, :39], 0.1, rtol=1e-6)
+    np.testing.assert_allclose(none[:34], 0.1, rtol=1e-6)
 
 
 @pytest.mark.slow

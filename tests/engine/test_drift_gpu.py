@@ -92,3 +92,23 @@ def test_cuda_shelter_kernels_match_reference(gpu_backend, seed):
                       0.8, -0.6, *device_flux, device_ground[0], device_ground[1], device_top)
     for a, e in zip(device_flux, flux):
         np.testing.assert_array_equal(xp.asnumpy(a), e)
+
+    scour = np.zeros(columns, np.float32)
+    ref.horseshoe_vortex(surface, 1.45, 0.8, -0.6, 1.0, 0.7, 4, scour)
+    device_scour = xp.full(columns, 9.0, xp.float32)
+    gd.horseshoe_vortex(device_surface, 1.45, 0.8, -0.6, 1.0, 0.7, 4, device_scour)
+    np.testing.assert_array_equal(xp.asnumpy(device_scour), scour)
+    assert (scour > 1).any() and (scour == 1).any()
+
+    nz, (wny, wnx) = 4, columns
+    u = rng.standard_normal((nz, wny, wnx + 1)).astype(np.float32)
+    v = rng.standard_normal((nz, wny + 1, wnx)).astype(np.float32)
+    w = rng.standard_normal((nz + 1, wny, wnx)).astype(np.float32)
+    fractions = tuple(np.ones(a.shape, np.float32) for a in (u, v, w))
+    surface_wind = [np.zeros(columns, np.float32) for _ in range(2)]
+    ref.surface_wind(u, v, w, fractions, *surface_wind, scour)
+    device_wind = [xp.full(columns, 9.0, xp.float32) for _ in range(2)]
+    gd.surface_wind(xp.asarray(u), xp.asarray(v), xp.asarray(w),
+                    tuple(xp.asarray(f) for f in fractions), *device_wind, device_scour)
+    for a, e in zip(device_wind, surface_wind):
+        np.testing.assert_array_equal(xp.asnumpy(a), e)
