@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..kernels.reference.cover import WEIGHT_UNITS
 from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError
 from .grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
@@ -100,6 +101,13 @@ class SnowCover:
             has_surface.astype(bool), self.volume_per_hit, self.node_area))
         self.spare_depth = xp.zeros(hm.shape, dtype=xp.float32)  # redistribution target
         self.hit_total = xp.zeros(1, dtype=xp.int64)
+        #: landings weighted by the flakes aloft as blowing-snow grains, in 1/WEIGHT_UNITS of a
+        #: hit (kernels.reference.cover.hit_weight), and the grain counts the flakes fill
+        #: (swapped buffers, as the hits)
+        self.weighted_total = xp.zeros(1, dtype=xp.int64)
+        self.grain_count = xp.zeros(1, dtype=xp.int32)
+        self.spare_grain_count = xp.zeros(1, dtype=xp.int32)
+        self.flake_count = int(settings.flake_count)
         self.timer = StageTimer(backend)  # the Simulation shares its own when profiling
 
     @staticmethod
@@ -116,8 +124,10 @@ class SnowCover:
         k = self.kernels
         with self.timer.stage("cover.deposit"):
             k.deposit_hits(self.hit_counts, self.deposit_scale, self.has_surface, self.snow_depth,
-                           self.hit_total, self.spare_hit_counts)
+                           self.hit_total, self.spare_hit_counts, self.weighted_total,
+                           self.grain_count, self.spare_grain_count, self.flake_count)
             self.hit_counts, self.spare_hit_counts = self.spare_hit_counts, self.hit_counts
+            self.grain_count, self.spare_grain_count = self.spare_grain_count, self.grain_count
         if transport is not None:
             with self.timer.stage("cover.drift"):
                 transport()
@@ -139,8 +149,11 @@ class SnowCover:
         return int(self.backend.to_host(self.hit_total)[0])
 
     def deposited_volume(self) -> float:
-        """m^3 deposited since the start: exact hit total times ``volume_per_hit``."""
-        return self.hits() * self.volume_per_hit
+        """m^3 deposited since the start: the exact weighted hit total (each hit weighs more
+        while flakes blow about as grains, so the snowfall keeps its rate) times
+        ``volume_per_hit``."""
+        units = int(self.backend.to_host(self.weighted_total)[0])
+        return units / WEIGHT_UNITS * self.volume_per_hit
 
     def snow_volume(self) -> float:
         """m^3: float64 sum of snow_depth times the node area."""
@@ -151,11 +164,14 @@ class SnowCover:
         to_host = self.backend.to_host
         return {"snow_depth": np.array(to_host(self.snow_depth), copy=True),
                 "hit_counts": np.array(to_host(self.hit_counts), copy=True),
-                "hit_total": np.array(to_host(self.hit_total), copy=True)}
+                "hit_total": np.array(to_host(self.hit_total), copy=True),
+                "weighted_total": np.array(to_host(self.weighted_total), copy=True),
+                "grain_count": np.array(to_host(self.grain_count), copy=True)}
 
     def load_state_dict(self, state) -> None:
         expected = {"snow_depth": (self.snow_depth.shape, np.float32),
-                    "hit_counts": (self.hit_counts.shape, np.int32), "hit_total": ((1,), np.int64)}
+                    "hit_counts": (self.hit_counts.shape, np.int32), "hit_total": ((1,), np.int64),
+                    "weighted_total": ((1,), np.int64), "grain_count": ((1,), np.int32)}
         for name, (shape, dtype) in expected.items():
             if name not in state:
                 raise SnowInputError("state", f"snow cover state lacks {name!r}", "a state saved by this version")

@@ -51,6 +51,13 @@ MIXING_HEIGHT = 10.0
 """m above the ground where the mixing length stops growing with height (the surface
 layer's top for the scenes' storms)."""
 
+GRAIN_FALL_SPEED = 0.3
+"""m/s: the terminal fall speed of lifted (blowing) snow. Wind breaks the crystals it
+lifts into grains of 50-100 um radius (Schmidt 1982), which settle at about 0.2-0.7 m/s
+(Pomeroy and Male 1992), not at the 1-2 m/s of falling flakes; with the surface layer's
+eddies (K = kappa u* z) they stay aloft and cross obstacles instead of hopping along the
+ground."""
+
 MAX_BUBBLE_CELLS = 128
 """The upwind march of the bubble stops after this many wind cells (its cost)."""
 
@@ -170,7 +177,7 @@ class SnowDrift:
                 "lift_strength": np.float32(self.settings.drift_strength),
                 "step_index": np.uint32(step_index & 0xFFFFFFFF), "bubble_top": self.bubble_top,
                 "eddy_scale": self.eddy_scale, "mixing_height": np.float32(MIXING_HEIGHT),
-                "eddy_steps": self.eddy_steps}
+                "eddy_steps": self.eddy_steps, "grain_speed": np.float32(GRAIN_FALL_SPEED)}
 
     def step(self, dt: float) -> None:
         """Move snow along the surface wind read by ``update_surface_wind`` for ``dt``

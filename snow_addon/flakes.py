@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.reference.flakes import COUNT_BITS
 from .errors import SnowInputError, SnowMemoryError
 from .grid import HeightmapGrid, WindGrid
 
@@ -143,8 +144,9 @@ class FlakeSystem:
         return self._in_id_order((self.vel_x, self.vel_y, self.vel_z))
 
     def respawn_counts(self) -> np.ndarray:
-        """Host (N,) uint32: how often each flake respawned (flake-id order)."""
-        return self._in_id_order((self.respawn_count,))
+        """Host (N,) uint32: how often each flake respawned (flake-id order); a lifted
+        flake keeps its count (the kernels' BLOWING bit is masked off)."""
+        return self._in_id_order((self.respawn_count,)) & COUNT_BITS
 
     # --- resume -------------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -186,6 +186,7 @@ class Simulation:
                     with timer.stage("cover"):
                         self.drift.update_surface_wind(self.wind, self.time)
                     lift = self.drift.lift_arguments(self.step_index)
+                    lift["grain_count"] = self.cover.grain_count
                 with timer.stage("flakes"):
                     self.flakes.step(self.wind, self.cover.height, self.cover.snow_depth,
                                      self.cover.hit_counts, self.time, dt, lift)

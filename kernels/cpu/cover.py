@@ -2,11 +2,12 @@
 import numba
 import numpy as np
 
-from ..reference.cover import FOOTPRINT, deposit_scale  # noqa: F401  (host-side, once per bake)
+from ..reference.cover import (FOOTPRINT, WEIGHT_UNITS, book_hits,  # noqa: F401
+                               deposit_scale, hit_weight)
 
 
 @numba.njit(parallel=True, cache=True)
-def _deposit(hit_counts, scale, has_surface, snow_depth, footprint):
+def _deposit(hit_counts, scale, has_surface, snow_depth, footprint, factor):
     ny, nx = hit_counts.shape
     for j in numba.prange(ny):
         for i in range(nx):
@@ -18,18 +19,21 @@ def _deposit(hit_counts, scale, has_surface, snow_depth, footprint):
                 for di in range(5):
                     si = i + 2 - di
                     if 0 <= sj < ny and 0 <= si < nx:
-                        source = np.float32(np.float32(hit_counts[sj, si]) * scale[sj, si])
+                        source = np.float32(np.float32(np.float32(hit_counts[sj, si])
+                                                       * scale[sj, si]) * factor)
                     else:
                         source = np.float32(0.0)
                     added = np.float32(added + np.float32(source * footprint[dj, di]))
             snow_depth[j, i] = np.float32(snow_depth[j, i] + added)
 
 
-def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts):
+def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
+                 weighted_total=None, grain_count=None, next_grain_count=None, flake_count=0):
     """See kernels.reference.cover.deposit_hits."""
-    _deposit(hit_counts, scale, has_surface, snow_depth, FOOTPRINT)
-    hit_total[0] += np.int64(hit_counts.sum(dtype=np.int64))
-    next_hit_counts[...] = 0
+    units = WEIGHT_UNITS if grain_count is None else hit_weight(flake_count, grain_count[0])
+    _deposit(hit_counts, scale, has_surface, snow_depth, FOOTPRINT,
+             np.float32(np.float32(units) / np.float32(WEIGHT_UNITS)))
+    book_hits(hit_counts, units, hit_total, next_hit_counts, weighted_total, next_grain_count)
 
 
 @numba.njit(inline="always", cache=True)

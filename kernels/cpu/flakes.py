@@ -9,8 +9,8 @@ from .rng import random_uniform
 from .sampling import sample_bilinear, sample_wind
 
 # One home for the random streams and constants: the reference build defines them.
-from ..reference.flakes import (CONSTANT_COUNTER, OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT,
-                                SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
+from ..reference.flakes import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, OMEGA_MAX, OMEGA_MIN,
+                                OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
                                 STREAM_EDDY_Z, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
                                 STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS,
                                 STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI)
@@ -141,6 +141,8 @@ def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed,
 
 
 _NO_SURFACE = np.zeros((1, 1), np.float32)
+#: Stand-in for ``grain_count`` when the caller counts no grains (size 0: never written).
+_NO_COUNT = np.zeros(0, np.int32)
 
 
 def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
@@ -148,7 +150,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
-                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24):
+                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
+                grain_speed=0.0, grain_count=None):
     """See kernels.reference.flakes.step_flakes. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
@@ -164,7 +167,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                  surface_x, surface_y, np.float32(ustar_per_speed), np.float32(threshold),
                  np.float32(heading_x), np.float32(heading_y), np.float32(lift_strength),
                  np.uint32(step_index), shelter, bubble_top, np.float32(eddy_scale),
-                 np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)))
+                 np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
+                 np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -173,7 +177,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                  hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
                  surface_x, surface_y, ustar_per_speed, threshold, heading_x, heading_y,
                  lift_strength, step_index, shelter, bubble_top, eddy_scale, mixing_height,
-                 eddy_steps):
+                 eddy_steps, grain_speed, grain_count):
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = np.float32(cell_size)
@@ -186,9 +190,11 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
     hx, hy = np.float32(hx0), np.float32(hy0)
     # bubble_top lives on the wind columns' centres
     bx, by = np.float32(x0 + np.float32(half * h)), np.float32(y0 + np.float32(half * h))
+    grains = grain_speed > np.float32(0.0)
     count = flake_id.size
     hit_nodes = np.empty(count, np.int64)
     hits_in_chunk = np.zeros(chunks, np.int64)
+    grains_in_chunk = np.zeros(chunks, np.int64)
     for c in numba.prange(chunks):
         begin = c * count // chunks
         end = (c + 1) * count // chunks
@@ -196,6 +202,9 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
         for n in range(begin, end):
             fid = flake_id[n]
             vt, radius, omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
+            fall = vt
+            if grains and (respawn_count[n] & BLOWING) != 0:
+                fall = grain_speed
             x, y, z = pos_x[n], pos_y[n], pos_z[n]
             vx, vy, vz = vel_x[n], vel_y[n], vel_z[n]
             wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
@@ -214,7 +223,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             ry = np.float32(wind_y - vy)
             rz = np.float32(wind_z - vz)
             k = np.float32(g * np.float32(math.sqrt(np.float32(rx * rx + ry * ry + rz * rz)))
-                           / np.float32(vt * vt))
+                           / np.float32(fall * fall))
             denominator = np.float32(one + k * dt)
             nvx = np.float32(np.float32(vx + dt * np.float32(k * wind_x)) / denominator)
             nvy = np.float32(np.float32(vy + dt * np.float32(k * wind_y)) / denominator)
@@ -252,11 +261,13 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                     z = np.float32(ground + random_uniform(seed, fid, step_index,
                                                            STREAM_LIFT_HEIGHT) * h)
                     nvx, nvy, nvz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+                    if grains:
+                        respawn_count[n] = np.uint32(respawn_count[n] | BLOWING)
             if hit:
                 hit_nodes[begin + found] = nj * hnx + ni
                 found += 1
             if hit or z < z0:
-                counter = np.uint32(respawn_count[n] + np.uint32(1))
+                counter = np.uint32(np.uint32(respawn_count[n] & COUNT_BITS) + np.uint32(1))
                 x = np.float32(x0 + random_uniform(seed, fid, counter, STREAM_X) * length_x)
                 y = np.float32(y0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y)
                 z = np.float32(np.float32(top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h)
@@ -266,7 +277,11 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             pos_x[n], pos_y[n], pos_z[n] = x, y, z
             vel_x[n], vel_y[n], vel_z[n] = nvx, nvy, nvz
             phase[n] = new_phase
+            if grains and (respawn_count[n] & BLOWING) != 0:
+                grains_in_chunk[c] += 1
         hits_in_chunk[c] = found
+    if grains and grain_count.size > 0:
+        grain_count[0] += np.int32(grains_in_chunk.sum())
     flat_hits = hit_counts.reshape(-1)
     for c in range(chunks):
         begin = c * count // chunks

@@ -4,22 +4,35 @@ import functools
 
 import numpy as np
 
-from ..reference.cover import FOOTPRINT, deposit_scale  # noqa: F401  (host-side, once per bake)
+from ..reference.cover import FOOTPRINT, WEIGHT_UNITS, deposit_scale  # noqa: F401
 from .common import compile_module
 
 BLOCK = 256
 MAX_GRID_ROWS = 65535
 
-SOURCE = "#define BLOCK " + str(BLOCK) + r"""
+SOURCE = "#define BLOCK " + str(BLOCK) + "\n#define WEIGHT_UNITS " + str(WEIGHT_UNITS) + r"""
 __constant__ float FOOTPRINT[25] = {""" + ", ".join(repr(float(x)) + "f" for x in FOOTPRINT.ravel()) + r"""};
 
 // Gather every hit's footprint into the surface nodes, zero next_hit_counts (the buffer the
-// flakes fill next step) and add the hit count to *hit_total. Grid: (x blocks, ny rows).
+// flakes fill next step) and add the hit count to *hit_total. With grains, each hit weighs
+// hit_weight(flake_count, *grain_count) units (kernels.reference.cover), *weighted_total
+// gains hits times units and *next_grain_count is zeroed. Grid: (x blocks, ny rows).
 extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __restrict__ hit_counts,
         const float* __restrict__ scale, const bool* __restrict__ has_surface,
         float* __restrict__ snow_depth, unsigned long long* __restrict__ hit_total,
-        int* __restrict__ next_hit_counts, int row0, int nx, int ny) {
+        int* __restrict__ next_hit_counts, int grains, const int* __restrict__ grain_count,
+        int* __restrict__ next_grain_count, unsigned long long* __restrict__ weighted_total,
+        long long flake_count, int row0, int nx, int ny) {
     __shared__ int warp_hits[BLOCK / 32];
+    long long units = WEIGHT_UNITS;
+    if (grains) {
+        long long free = flake_count - (long long)grain_count[0];
+        units = free <= 0 ? WEIGHT_UNITS * (flake_count > 1 ? flake_count : 1LL)
+                          : (2LL * WEIGHT_UNITS * flake_count + free) / (2LL * free);
+        if (row0 == 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
+            next_grain_count[0] = 0;
+    }
+    const float factor = (float)units / (float)WEIGHT_UNITS;
     int i = blockIdx.x * BLOCK + threadIdx.x, j = row0 + blockIdx.y;
     int n = j * nx + i;
     int own_hits = 0;
@@ -37,7 +50,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __re
                     float source = 0.0f;
                     if (sj >= 0 && sj < ny && si >= 0 && si < nx) {
                         int s = sj * nx + si;
-                        source = (float)__ldg(hit_counts + s) * __ldg(scale + s);
+                        source = ((float)__ldg(hit_counts + s) * __ldg(scale + s)) * factor;
                     }
                     added = added + source * FOOTPRINT[dj * 5 + di];
                 }
@@ -53,7 +66,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __re
     if (threadIdx.x == 0) {
         int block_hits = 0;
         for (int k = 0; k < BLOCK / 32; ++k) block_hits += warp_hits[k];
-        if (block_hits != 0) atomicAdd(hit_total, (unsigned long long)(long long)block_hits);
+        if (block_hits != 0) {
+            atomicAdd(hit_total, (unsigned long long)(long long)block_hits);
+            if (grains) atomicAdd(weighted_total, (unsigned long long)((long long)block_hits * units));
+        }
     }
 }
 
@@ -115,10 +131,17 @@ def _launch(name, shape, arguments):
                tuple(arguments) + (np.int32(row0), np.int32(nx), np.int32(ny)))
 
 
-def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts):
-    """See kernels.reference.cover.deposit_hits (the hit total is summed on the device)."""
+def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
+                 weighted_total=None, grain_count=None, next_grain_count=None, flake_count=0):
+    """See kernels.reference.cover.deposit_hits (the totals are summed on the device, the
+    hit weight is computed there from ``grain_count``: no host read)."""
+    grains = grain_count is not None
+    if not grains:
+        weighted_total = grain_count = next_grain_count = hit_total   # never read or written
     _launch("deposit_hits", hit_counts.shape,
-            (hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts))
+            (hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
+             np.int32(grains), grain_count, next_grain_count, weighted_total,
+             np.int64(flake_count)))
 
 
 def redistribute(height, has_surface, snow_depth, threshold, min_depth, fraction, snow_out):

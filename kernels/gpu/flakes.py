@@ -32,6 +32,8 @@ _SOURCE_TEMPLATE = r"""
 #define TWO_PI """ + _f(2.0 * np.pi) + r"""
 #define SPAWN_MARGIN 0.01f
 #define CONSTANT_COUNTER 0xFFFFFFFFu
+#define BLOWING 0x80000000u
+#define COUNT_BITS 0x7FFFFFFFu
 #define SQRT3 """ + _f(np.sqrt(3.0)) + r"""
 
 __device__ __forceinline__ void flake_constants(unsigned int seed, unsigned int fid, float vt_min,
@@ -159,12 +161,16 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         float ustar_per_speed, float threshold, float heading_x, float heading_y,
         float lift_strength, unsigned int step_index, int shelter,
         const float* __restrict__ bubble_top, float eddy_scale, float mixing_height,
-        unsigned int eddy_steps, int count) {
+        unsigned int eddy_steps, float grain_speed, int* __restrict__ grain_count,
+        int count_grains, int count) {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= count) return;
     unsigned int fid = __ldg(flake_id + n);
     float vt, radius, omega;
     flake_constants(seed, fid, vt_min, vt_max, spiral_radius, vt, radius, omega);
+    bool grains = grain_speed > 0.0f;
+    unsigned int respawns = respawn_count[n];
+    float fall = (grains && (respawns & BLOWING) != 0u) ? grain_speed : vt;
     float x = pos_x[n], y = pos_y[n], z = pos_z[n];
     float vx = vel_x[n], vy = vel_y[n], vz = vel_z[n];
     float th = phase[n];
@@ -183,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         wind.x = wind.x + e.x; wind.y = wind.y + e.y; wind.z = wind.z + e.z;
     }
     float rx = wind.x - vx, ry = wind.y - vy, rz = wind.z - vz;
-    float k = g * sqrtf(rx * rx + ry * ry + rz * rz) / (vt * vt);
+    float k = g * sqrtf(rx * rx + ry * ry + rz * rz) / (fall * fall);
     float denominator = 1.0f + k * dt;
     float nvx = (vx + dt * (k * wind.x)) / denominator;
     float nvy = (vy + dt * (k * wind.y)) / denominator;
@@ -220,22 +226,31 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             z = ground + random_uniform(seed, fid, step_index, 9u) * h;
             float3 lift_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
             nvx = lift_wind.x; nvy = lift_wind.y; nvz = lift_wind.z;
+            if (grains) respawns = respawns | BLOWING;
         }
     }
     if (hit) atomicAdd(hit_counts + (long long)nj * hnx + ni, 1);
     if (hit || z < wz0) {
-        unsigned int counter = respawn_count[n] + 1u;
+        unsigned int counter = (respawns & COUNT_BITS) + 1u;
         float top = wz0 + (float)nz * h;
         x = wx0 + random_uniform(seed, fid, counter, 4u) * length_x;
         y = wy0 + random_uniform(seed, fid, counter, 5u) * length_y;
         z = (top - h) + random_uniform(seed, fid, counter, 6u) * h;
         float3 spawn_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
         nvx = spawn_wind.x; nvy = spawn_wind.y; nvz = spawn_wind.z - vt;
-        respawn_count[n] = counter;
+        respawns = counter;
     }
+    respawn_count[n] = respawns;
     pos_x[n] = x; pos_y[n] = y; pos_z[n] = z;
     vel_x[n] = nvx; vel_y[n] = nvy; vel_z[n] = nvz;
     phase[n] = new_phase;
+    if (count_grains) {
+        // one integer atomic per group of converged lanes (integer sums: any order)
+        unsigned int active = __activemask();
+        unsigned int votes = __ballot_sync(active, (respawns & BLOWING) != 0u);
+        if ((threadIdx.x & 31) == __ffs(active) - 1 && votes != 0u)
+            atomicAdd(grain_count, __popc(votes));
+    }
 }
 
 extern "C" __global__ void cell_keys(const float* __restrict__ pos_x, const float* __restrict__ pos_y,
@@ -321,7 +336,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
-                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24):
+                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
+                grain_speed=0.0, grain_count=None):
     """See kernels.reference.flakes.step_flakes (one fused kernel)."""
     if surface_x is None:
         surface_x = surface_y = u          # never read: lift_strength and eddy_scale are 0
@@ -338,7 +354,9 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                surface_x, surface_y, np.float32(ustar_per_speed), np.float32(threshold),
                np.float32(heading_x), np.float32(heading_y), np.float32(lift_strength),
                np.uint32(step_index), np.int32(shelter), bubble_top, np.float32(eddy_scale),
-               np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1))))
+               np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
+               np.float32(grain_speed), hit_counts if grain_count is None else grain_count,
+               np.int32(grain_count is not None and grain_speed > 0)))
 
 
 def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):

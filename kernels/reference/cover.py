@@ -32,21 +32,55 @@ def deposit_scale(has_surface, volume_per_hit, node_area):
     return scale.astype(np.float32)
 
 
-def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts):
+#: Landings deposit in multiples of 1/WEIGHT_UNITS of ``volume_per_hit`` (exact integer books).
+WEIGHT_UNITS = 4096
+
+
+def hit_weight(flake_count, grain_count):
+    """Units (1/WEIGHT_UNITS of a hit's volume) each landing of this step deposits:
+    WEIGHT_UNITS * N / (N - B) rounded to the nearest unit, with N flakes of which B are
+    aloft as blowing-snow grains. Grains are not falling from the sky, so each landing
+    stands for that much more snowfall: the snowfall rate does not depend on how many flakes
+    blow about. Integer arithmetic, the same on every backend; WEIGHT_UNITS when B = 0."""
+    n, free = int(flake_count), int(flake_count) - int(grain_count)
+    if free <= 0:
+        return WEIGHT_UNITS * max(n, 1)
+    return (2 * WEIGHT_UNITS * n + free) // (2 * free)
+
+
+def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
+                 weighted_total=None, grain_count=None, next_grain_count=None, flake_count=0):
     """Gather the footprints of every hit into ``snow_depth`` (surface nodes only), add the
     number of hits to ``hit_total`` (int64, shape (1,)) and zero ``next_hit_counts`` (int32,
     the buffer the flakes fill next step; must not alias ``hit_counts``, which is left as is).
-    """
+    With ``grain_count`` (int32 (1,), the grains aloft the flakes counted this step) each
+    hit weighs ``hit_weight(flake_count, grain_count[0])`` units; ``weighted_total`` (int64
+    (1,)) gains hits times units and ``next_grain_count`` is zeroed. Without, a hit weighs
+    WEIGHT_UNITS units (the plain deposit)."""
+    units = WEIGHT_UNITS if grain_count is None else hit_weight(flake_count, grain_count[0])
+    factor = np.float32(np.float32(units) / np.float32(WEIGHT_UNITS))
     ny, nx = hit_counts.shape
     source = np.zeros((ny + 4, nx + 4), np.float32)
-    source[2:-2, 2:-2] = hit_counts.astype(np.float32) * scale
+    source[2:-2, 2:-2] = ((hit_counts.astype(np.float32) * scale).astype(np.float32)
+                          * factor).astype(np.float32)
     added = np.zeros((ny, nx), np.float32)
     for dj in range(5):           # fixed order: the sum is the same on every backend
         for di in range(5):
             added = (added + source[4 - dj:4 - dj + ny, 4 - di:4 - di + nx] * FOOTPRINT[dj, di]
                      ).astype(np.float32)
     snow_depth[...] = np.where(has_surface, snow_depth + added, snow_depth).astype(np.float32)
-    hit_total[0] += np.int64(hit_counts.sum(dtype=np.int64))
+    book_hits(hit_counts, units, hit_total, next_hit_counts, weighted_total, next_grain_count)
+
+
+def book_hits(hit_counts, units, hit_total, next_hit_counts, weighted_total, next_grain_count):
+    """The books of ``deposit_hits`` (host arrays): add the hits to ``hit_total`` and hits
+    times ``units`` to ``weighted_total`` (when given), zero the next step's buffers."""
+    hits = np.int64(hit_counts.sum(dtype=np.int64))
+    hit_total[0] += hits
+    if weighted_total is not None:
+        weighted_total[0] += hits * np.int64(units)
+    if next_grain_count is not None:
+        next_grain_count[0] = 0
     next_hit_counts[...] = 0
 
 

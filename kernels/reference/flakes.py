@@ -21,7 +21,9 @@ threshold u*_t (and blows along the storm's heading, not in a lee eddy) is lifte
 with probability ``strength * (1 - u*_t^2 / u*^2)`` (the share of the surface stress above
 the threshold) instead of settling: it restarts at a uniform height within one wind cell
 above the ground with the local wind's velocity and does not count as a hit. Snow that
-falls on scoured ground thus travels on with the wind until it lands in shelter.
+falls on scoured ground thus travels on with the wind until it lands in shelter. With
+``grain_speed`` > 0 a lifted flake is a grain of blowing snow until it settles (the
+``BLOWING`` bit of its respawn count): it falls at that terminal speed instead of its own.
 
 Turbulence: with ``eddy_scale`` (von Karman's constant) > 0 each flake feels, on top of the
 resolved wind, a random air velocity that is linear in time between independent nodes
@@ -46,6 +48,10 @@ STREAM_TERMINAL_SPEED, STREAM_RADIUS, STREAM_OMEGA, STREAM_OMEGA_SIGN = 0, 1, 2,
 STREAM_X, STREAM_Y, STREAM_Z, STREAM_PHASE = 4, 5, 6, 7
 STREAM_LIFT, STREAM_LIFT_HEIGHT = 8, 9
 STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z = 10, 11, 12
+#: Bit of ``respawn_count`` set while a flake is a lifted blowing-snow grain (cleared when
+#: it settles and respawns); the count itself is the other 31 bits.
+BLOWING = np.uint32(0x80000000)
+COUNT_BITS = np.uint32(0x7FFFFFFF)
 #: sqrt(3): a uniform draw on [-sqrt(3), sqrt(3)] has unit variance.
 SQRT3 = np.float32(np.sqrt(3.0))
 OMEGA_MIN = np.float32(np.pi / 4.0)
@@ -175,7 +181,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
-                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24):
+                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
+                grain_speed=0.0, grain_count=None):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
     ``hit_counts[ny, nx]`` at the nearest node, then respawn), respawn below the grid.
@@ -184,13 +191,20 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     ``bubble_top`` (wind columns, m, from kernels.reference.drift.separation_bubble) a
     flake below the bubble's top feels still air, and none is lifted where the ground lies
     below it. With ``eddy_scale`` > 0 (and the surface wind) the flakes feel the surface
-    layer's eddies (``eddy_velocity``; ``mixing_height`` m, ``eddy_steps`` per node)."""
+    layer's eddies (``eddy_velocity``; ``mixing_height`` m, ``eddy_steps`` per node). With
+    ``grain_speed`` > 0 (m/s) lifted flakes fall at it until they settle, and
+    ``grain_count`` (int32 (1,), when given) gains the number of grains aloft after the
+    step (kernels.reference.cover.hit_weight)."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = f32(cell_size)
     g, dt = f32(gravity), f32(dt)
     one, half = f32(1.0), f32(0.5)
     vt, radius, omega = flake_constants(seed, flake_id, vt_min, vt_max, spiral_radius)
+    grains = f32(grain_speed) > f32(0.0)
+    fall = vt
+    if grains:
+        fall = np.where((respawn_count & BLOWING) != 0, f32(grain_speed), vt).astype(np.float32)
 
     x, y, z = pos_x.copy(), pos_y.copy(), pos_z.copy()
     vx, vy, vz = vel_x.copy(), vel_y.copy(), vel_z.copy()
@@ -213,7 +227,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
         wind_z = (wind_z + ez).astype(np.float32)
     # drag linearised about the old relative velocity, solved implicitly for v_new
     rx, ry, rz = wind_x - vx, wind_y - vy, wind_z - vz
-    k = (g * np.sqrt(rx * rx + ry * ry + rz * rz) / (vt * vt)).astype(np.float32)
+    k = (g * np.sqrt(rx * rx + ry * ry + rz * rz) / (fall * fall)).astype(np.float32)
     denominator = (one + k * dt).astype(np.float32)
     nvx = ((vx + dt * (k * wind_x)) / denominator).astype(np.float32)
     nvy = ((vy + dt * (k * wind_y)) / denominator).astype(np.float32)
@@ -258,6 +272,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                                         y[lifted], lz)
             z[lifted] = lz
             nvx[lifted], nvy[lifted], nvz[lifted] = lwx, lwy, lwz
+            if grains:
+                respawn_count[lifted] |= BLOWING
         hit = hit & ~lifted
     np.add.at(hit_counts, (nj[hit], ni[hit]), 1)
     respawn = hit | (z < f32(wz0))
@@ -267,7 +283,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     phase[:] = new_phase
     if np.any(respawn):
         ids = flake_id[respawn]
-        counter = (respawn_count[respawn] + np.uint32(1)).astype(np.uint32)
+        counter = ((respawn_count[respawn] & COUNT_BITS) + np.uint32(1)).astype(np.uint32)
         sx, sy = _spawn_xy(seed, ids, counter, wx0, wy0, f32(f32(nx) * h), f32(f32(ny) * h))
         top = f32(f32(wz0) + f32(nz) * h)
         sz = ((top - h) + random_uniform(seed, ids, counter, STREAM_Z) * h).astype(np.float32)
@@ -276,6 +292,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
         vel_x[respawn], vel_y[respawn] = swx, swy
         vel_z[respawn] = swz - vt[respawn]
         respawn_count[respawn] = counter
+    if grains and grain_count is not None:
+        grain_count[0] += np.int32(np.count_nonzero(respawn_count & BLOWING))
 
 
 def _wrap(coordinate, origin, length):

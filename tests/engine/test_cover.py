@@ -59,6 +59,41 @@ def test_deposit_adds_exactly_the_hit_volume_at_edges_and_near_open_nodes(module
     np.testing.assert_allclose(depth[2:7, 5:10] * area / volume, ref_cover.FOOTPRINT / 1.0048, rtol=1e-5)
 
 
+def test_hit_weight_keeps_the_snowfall_while_flakes_blow_about():
+    units = ref_cover.WEIGHT_UNITS
+    assert ref_cover.hit_weight(1000, 0) == units                   # no grains: one hit
+    assert ref_cover.hit_weight(1000, 200) == units * 1000 // 800    # 1.25 hits
+    assert ref_cover.hit_weight(3, 1) == round(units * 1.5)
+    assert ref_cover.hit_weight(7, 3) == round(units * 7 / 4)       # rounded to a unit
+    assert ref_cover.hit_weight(5, 5) == units * 5                   # all aloft: capped
+    assert ref_cover.hit_weight(0, 0) == units
+
+
+@pytest.mark.parametrize("module", [ref_cover, cpu_cover], ids=["reference", "cpu"])
+def test_weighted_deposit_adds_the_weighted_volume_and_counts_it_exactly(module):
+    height, surface, _depth, hits = random_cover_input(3)
+    volume, area = 0.002, 0.25
+    scale = module.deposit_scale(surface, volume, area)
+    depth = np.zeros(height.shape, np.float32)
+    total, weighted = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    grains, next_grains = np.array([200], np.int32), np.array([9], np.int32)
+    module.deposit_hits(hits, scale, surface, depth, total, np.ones_like(hits), weighted,
+                        grains, next_grains, 1000)
+    units = ref_cover.hit_weight(1000, 200)
+    assert total[0] == hits.sum() and weighted[0] == hits.sum() * units
+    assert next_grains[0] == 0 and grains[0] == 200
+    np.testing.assert_allclose(depth.sum(dtype=np.float64) * area,
+                               hits.sum() * volume * units / ref_cover.WEIGHT_UNITS, rtol=1e-5)
+    # no grains aloft: the plain deposit to the bit
+    plain, weighted_plain = np.zeros(height.shape, np.float32), np.zeros(1, np.int64)
+    module.deposit_hits(hits, scale, surface, plain, np.zeros(1, np.int64), np.ones_like(hits))
+    none = np.zeros(height.shape, np.float32)
+    module.deposit_hits(hits, scale, surface, none, np.zeros(1, np.int64), np.ones_like(hits),
+                        weighted_plain, np.zeros(1, np.int32), np.zeros(1, np.int32), 1000)
+    np.testing.assert_array_equal(none, plain)
+    assert weighted_plain[0] == hits.sum() * ref_cover.WEIGHT_UNITS
+
+
 def random_cover_input(seed, shape=(23, 31)):
     rng = np.random.default_rng(seed)
     height = rng.normal(0, 0.6, shape).astype(np.float32)
@@ -78,6 +113,9 @@ def test_numba_cover_kernels_match_reference(seed):
         total = np.zeros(1, np.int64)
         scale = module.deposit_scale(surface, 0.01, 0.25)
         module.deposit_hits(hits, scale, surface, d, total, np.ones_like(hits))
+        module.deposit_hits(hits, scale, surface, d, total, np.ones_like(hits),
+                            np.zeros(1, np.int64), np.array([3], np.int32),
+                            np.zeros(1, np.int32), 17)
         after_deposit = d.copy()
         out = np.full_like(d, np.nan)
         module.redistribute(height, surface, d, np.float32(0.3), np.float32(0.05),

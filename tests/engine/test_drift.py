@@ -378,6 +378,31 @@ def test_horseshoe_vortex_scours_the_windward_corners_and_sides_of_a_block():
 
 
 @pytest.mark.slow
+def test_blowing_snow_keeps_the_snowfall_rate():
+    # 10 m/s over a fence: most landings are lifted and blow about as grains, flakes that
+    # are not falling from the sky meanwhile. Each landing then weighs N / (N - B) hits,
+    # so once the blowing snow is under way the snow lands at the rate of the same storm
+    # without drift (the first steps fill the air with grains: snow in transit).
+    terrain = snow_fence(size_x=40.0, size_y=6.0, fence_height=2.0, fence_length=6.0,
+                         thickness=0.6, fence_x=-10.25)
+    landed = {}
+    for drift in (True, False):
+        settings = SnowSettings(wind_speed=10.0, snowfall_rate=60.0, heightmap_resolution=161,
+                                wind_cell_size=0.5, flake_count=20_000, seed=4,
+                                drift_enabled=drift)
+        sim = Simulation(settings, *terrain, backend="cpu")
+        before = sim.step(96).deposited_volume
+        after = sim.step(48)
+        landed[drift] = after.deposited_volume - before
+        if drift:
+            grains = int(np.asarray(sim.cover.spare_grain_count)[0])
+            assert grains > 0.05 * settings.flake_count          # many flakes aloft as grains
+            assert after.snow_volume + after.drifted_out_volume == pytest.approx(
+                after.deposited_volume, rel=1e-5)
+    assert landed[True] == pytest.approx(landed[False], rel=0.06)     # 11 % are grains
+
+
+@pytest.mark.slow
 def test_a_long_solid_fence_has_a_lee_drift_that_ends_downwind():
     # a 2 m solid fence across the whole width (2D, as Tabler's long fences), 10 m/s: the
     # lee 0.3-10 H holds clearly more than 15-20 H downwind. (The strip's 8 H of fetch is

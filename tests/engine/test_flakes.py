@@ -346,9 +346,10 @@ def test_numba_step_matches_reference(seed):
 EDDIES = {"eddy_scale": 0.41, "mixing_height": 2.5, "eddy_steps": 3}
 
 
+@pytest.mark.parametrize("grains", [0.0, 0.3], ids=["flakes", "grains"])
 @pytest.mark.parametrize("eddies", [False, True], ids=["plain", "eddies"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_numba_step_with_blowing_snow_and_shelter_matches_reference(seed, eddies):
+def test_numba_step_with_blowing_snow_and_shelter_matches_reference(seed, eddies, grains):
     flake_id, state = random_flake_input(seed)
     wind = noisy_wind(GRID, seed)
     height, snow = rough_ground(seed)
@@ -360,14 +361,18 @@ def test_numba_step_with_blowing_snow_and_shelter_matches_reference(seed, eddies
     lift["bubble_top"] = rng.uniform(-1.0, 2.5, (ny, nx)).astype(np.float32)
     if eddies:
         lift.update(EDDIES)
-    outputs = []
+    lift["grain_speed"] = grains
+    outputs, counted = [], []
     for module in (ref_flakes, cpu_flakes):
         s = [a.copy() for a in state]
         hits = np.zeros(HEIGHTMAP.shape, np.int32)
+        lift["grain_count"] = np.zeros(1, np.int32)
         for step in range(5):
             lift["step_index"] = 40 + step
             run_kernel(module, flake_id, s, wind, height, snow, hits, seed=seed + 9, **lift)
         outputs.append((s, hits))
+        counted.append(int(lift.pop("grain_count")[0]))
+    assert counted[0] == counted[1] and (counted[0] > 0) == (grains > 0)
     (ref_state, ref_hits), (cpu_state, cpu_hits) = outputs
     np.testing.assert_array_equal(cpu_state[7], ref_state[7])
     np.testing.assert_array_equal(cpu_hits, ref_hits)
@@ -480,6 +485,36 @@ def test_landing_flakes_are_lifted_in_proportion_to_the_stress_above_threshold(m
         run_kernel(module, flake_id, again, wind, height, snow, hits,
                    **lift_arguments(surface_speed, step_index=7, **changes))
         assert hits.sum() == n
+
+
+@pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
+def test_lifted_flakes_fall_as_grains_of_blowing_snow_until_they_settle(module):
+    n = 4000
+    flake_id = np.arange(n, dtype=np.uint32)
+    rng = np.random.default_rng(5)
+    height, snow = flat_ground(0.0)
+    wind = uniform_wind(GRID, 10.0)
+    state = state_arrays(n, 0.0, 0.0, 0.01, vz=-1.5)
+    state[0][:] = rng.uniform(0.3, 7.7, n).astype(np.float32)
+    state[1][:] = rng.uniform(0.3, 5.7, n).astype(np.float32)
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    run_kernel(module, flake_id, state, wind, height, snow, hits,
+               grain_speed=0.3, **lift_arguments(10.0, step_index=7))
+    lifted = (state[7] & ref_flakes.BLOWING) != 0
+    assert lifted.sum() == n - hits.sum() > n // 2
+    assert np.all(state[7][lifted] & ref_flakes.COUNT_BITS == 0)   # the same life
+    assert np.all(state[7][~lifted] == 1)                           # settled and respawned
+    # in still air a grain falls at 0.3 m/s, a flake at its own 1-2 m/s
+    still = uniform_wind(GRID, 0.0)
+    far, _ = flat_ground(-100.0)
+    for _ in range(60):
+        run_kernel(module, flake_id, state, still, far, snow, hits, grain_speed=0.3)
+    np.testing.assert_allclose(state[5][lifted], -0.3, rtol=1e-3)
+    assert np.all(state[5][~lifted] < -0.9)
+    # landing without a lift ends the grain: it respawns as a flake, its count goes on
+    state[2][lifted] = 0.005
+    run_kernel(module, flake_id, state, still, height, snow, hits, grain_speed=0.3)
+    np.testing.assert_array_equal(state[7][lifted], 1)
 
 
 @pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])

@@ -87,23 +87,27 @@ def test_gpu_flake_kernels_match_reference(gpu_backend):
             "surface_y": (8 * rng.standard_normal((ny, nx))).astype(np.float32),
             "ustar_per_speed": 0.06, "threshold": 0.2, "heading_x": 0.6, "heading_y": 0.8,
             "lift_strength": 1.5, "bubble_top": rng.uniform(-1.0, 2.5, (ny, nx)).astype(np.float32),
-            "eddy_scale": 0.41, "mixing_height": 2.5, "eddy_steps": 3}      # and eddies
+            "eddy_scale": 0.41, "mixing_height": 2.5, "eddy_steps": 3,      # and eddies
+            "grain_speed": 0.3}                                               # lifted grains
     device_lift = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in lift.items()}
     lifted_ref = [a.copy() for a in state]
     lifted_gpu = [cupy.asarray(a) for a in state]
     plain_hits = int(ref_hits.sum())
     ref_hits[...] = 0
     gpu_hits.fill(0)
+    ref_grains, gpu_grains = np.zeros(1, np.int32), cupy.zeros(1, cupy.int32)
     for step in range(5):
         ref_flakes.step_flakes(flake_id, *lifted_ref, *args(wind, height, snow, ref_hits),
-                               step_index=step + 11, **lift)
+                               step_index=step + 11, grain_count=ref_grains, **lift)
         gpu_flakes.step_flakes(cupy.asarray(flake_id), *lifted_gpu,
                                *args(gpu_wind, gpu_height, gpu_snow, gpu_hits),
-                               step_index=step + 11, **device_lift)
+                               step_index=step + 11, grain_count=gpu_grains, **device_lift)
     got = [cupy.asnumpy(a) for a in lifted_gpu]
     np.testing.assert_array_equal(got[7], lifted_ref[7])
     np.testing.assert_array_equal(cupy.asnumpy(gpu_hits), ref_hits)
     assert 0 < ref_hits.sum() < plain_hits          # some landings were lifted
+    assert (lifted_ref[7] & ref_flakes.BLOWING).any()
+    assert int(gpu_grains[0]) == ref_grains[0] > 0       # grains aloft, summed over the steps
     for g, r in zip(got[:7], lifted_ref[:7]):
         np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-5)
 
@@ -157,6 +161,12 @@ def test_gpu_cover_kernels_match_reference(gpu_backend, monkeypatch, shape, max_
         device_hits, next_hits = xp.asarray(hits), xp.ones(shape, xp.int32)
         module.deposit_hits(device_hits, xp.asarray(scale), xp.asarray(surface), d, total, next_hits)
         assert int(next_hits.sum()) == 0 and int(device_hits.sum()) == hits.sum()
+        weighted, next_grains = xp.zeros(1, xp.int64), xp.ones(1, xp.int32)
+        module.deposit_hits(device_hits, xp.asarray(scale), xp.asarray(surface), d, total,
+                            next_hits, weighted, xp.asarray(np.array([3], np.int32)),
+                            next_grains, 17)
+        assert int(weighted[0]) == hits.sum() * ref_cover.hit_weight(17, 3)
+        assert int(next_grains[0]) == 0
         after_deposit = d.copy()
         out = xp.full_like(d, np.nan)
         module.redistribute(xp.asarray(height), xp.asarray(surface), d, np.float32(0.3),
@@ -164,7 +174,7 @@ def test_gpu_cover_kernels_match_reference(gpu_backend, monkeypatch, shape, max_
         results.append([after_deposit, out, total])
     for got, expected in zip(results[1], results[0]):
         np.testing.assert_allclose(cupy.asnumpy(got), expected, rtol=1e-6, atol=1e-7)
-    assert int(results[1][2][0]) == hits.sum()
+    assert int(results[1][2][0]) == 2 * hits.sum()
     assert np.count_nonzero(results[0][1] != results[0][0]) > 20
 
 
