@@ -21,6 +21,7 @@ import os
 import numpy as np
 
 from ..snow_addon import bake_cache
+from ..snow_addon.flakes import COUNT_BITS
 from . import gn_bake_format, ptcache_format
 
 CACHE_NAME = "snowfall_flakes"
@@ -98,7 +99,8 @@ class HostFlakes:
         planes = self.planes
         positions = np.stack((planes[0], planes[1], planes[2]), axis=-1)
         velocities = np.stack((planes[3], planes[4], planes[5]), axis=-1)
-        counts = planes[6].view(np.uint32).copy() if len(planes) > 6 else None
+        # a lifted grain keeps its count: the engine's flag bit is not a respawn
+        counts = planes[6].view(np.uint32) & COUNT_BITS if len(planes) > 6 else None
         self.planes = None
         self.pool.append(planes)      # list.append: atomic; the bake thread pops
         return positions, velocities, counts
