@@ -12,7 +12,7 @@ from .sampling import sample_bilinear, sample_wind
 from ..reference.flakes import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, OMEGA_MAX, OMEGA_MIN,
                                 OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
                                 STREAM_EDDY_Z, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
-                                STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS,
+                                STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS, STREAM_REENTRY,
                                 STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI)
 
 
@@ -155,6 +155,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     """See kernels.reference.flakes.step_flakes. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
+    reentry = surface_x is not None
     if surface_x is None:
         surface_x = surface_y = _NO_SURFACE
         lift_strength = eddy_scale = 0.0
@@ -168,7 +169,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                  np.float32(heading_x), np.float32(heading_y), np.float32(lift_strength),
                  np.uint32(step_index), shelter, bubble_top, np.float32(eddy_scale),
                  np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
-                 np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count)
+                 np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count,
+                 reentry)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -177,7 +179,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                  hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
                  surface_x, surface_y, ustar_per_speed, threshold, heading_x, heading_y,
                  lift_strength, step_index, shelter, bubble_top, eddy_scale, mixing_height,
-                 eddy_steps, grain_speed, grain_count):
+                 eddy_steps, grain_speed, grain_count, reentry):
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = np.float32(cell_size)
@@ -191,6 +193,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
     # bubble_top lives on the wind columns' centres
     bx, by = np.float32(x0 + np.float32(half * h)), np.float32(y0 + np.float32(half * h))
     grains = grain_speed > np.float32(0.0)
+    along_x = abs(heading_x) >= abs(heading_y)       # the wind's axis: where a flake re-enters
     count = flake_id.size
     hit_nodes = np.empty(count, np.int64)
     hits_in_chunk = np.zeros(chunks, np.int64)
@@ -244,8 +247,16 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                 z = min(z, top)
             new_phase = np.float32(phase[n] + np.float32(omega * dt))
             new_phase = np.float32(new_phase - TWO_PI * np.float32(math.floor(new_phase / TWO_PI)))
+            out_x = not (x >= x0 and x < np.float32(x0 + length_x))
+            out_y = not (y >= y0 and y < np.float32(y0 + length_y))
             x = _wrap(x, x0, length_x)
             y = _wrap(y, y0, length_y)
+            if reentry and ((out_x and along_x) or (out_y and not along_x)):
+                draw = random_uniform(seed, fid, step_index, STREAM_REENTRY)
+                if along_x:
+                    y = np.float32(y0 + np.float32(draw * length_y))
+                else:
+                    x = np.float32(x0 + np.float32(draw * length_x))
 
             ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
             ni = min(max(int(math.floor(np.float32(np.float32(x - hx) * inv_spacing) + half)), 0), hnx - 1)

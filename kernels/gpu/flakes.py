@@ -162,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         float lift_strength, unsigned int step_index, int shelter,
         const float* __restrict__ bubble_top, float eddy_scale, float mixing_height,
         unsigned int eddy_steps, float grain_speed, int* __restrict__ grain_count,
-        int count_grains, int count) {
+        int count_grains, int reentry, int count) {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= count) return;
     unsigned int fid = __ldg(flake_id + n);
@@ -209,8 +209,16 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     float new_phase = th + omega * dt;
     new_phase = new_phase - TWO_PI * floorf(new_phase / TWO_PI);
     float length_x = (float)nx * h, length_y = (float)ny * h;
+    bool out_x = !(x >= wx0 && x < wx0 + length_x), out_y = !(y >= wy0 && y < wy0 + length_y);
     x = wrap_coordinate(x, wx0, length_x);
     y = wrap_coordinate(y, wy0, length_y);
+    // a flake that leaves downwind comes back upwind at a random crosswind place
+    bool along_x = fabsf(heading_x) >= fabsf(heading_y);
+    if (reentry && ((out_x && along_x) || (out_y && !along_x))) {
+        float draw = random_uniform(seed, fid, step_index, 13u);
+        if (along_x) y = wy0 + draw * length_y;
+        else x = wx0 + draw * length_x;
+    }
 
     float ground = ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
     float inv_spacing = 1.0f / spacing;
@@ -339,6 +347,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                 grain_speed=0.0, grain_count=None):
     """See kernels.reference.flakes.step_flakes (one fused kernel)."""
+    reentry = surface_x is not None
     if surface_x is None:
         surface_x = surface_y = u          # never read: lift_strength and eddy_scale are 0
         lift_strength = eddy_scale = 0.0
@@ -356,7 +365,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                np.uint32(step_index), np.int32(shelter), bubble_top, np.float32(eddy_scale),
                np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                np.float32(grain_speed), hit_counts if grain_count is None else grain_count,
-               np.int32(grain_count is not None and grain_speed > 0)))
+               np.int32(grain_count is not None and grain_speed > 0), np.int32(reentry)))
 
 
 def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):

@@ -12,7 +12,8 @@ Random streams (``random_uniform(seed, flake_id, counter, stream)``):
 * counter = respawn count (0 at initialisation): stream 4 x, 5 y, 6 z of the (re)spawn
   point, stream 7 initial spiral phase (initialisation only).
 * counter = the simulation's step index: stream 8 whether a landing flake is lifted again,
-  stream 9 the height it is lifted to (a flake lands at most once per step).
+  stream 9 the height it is lifted to (a flake lands at most once per step), stream 13
+  the crosswind place where a flake that left downwind comes back (with the drift on).
 * counter = an eddy node, (step index + flake id mod eddy_steps) // eddy_steps: streams 10,
   11, 12 the turbulent air velocity along x, y, z at that node (see below).
 
@@ -48,6 +49,7 @@ STREAM_TERMINAL_SPEED, STREAM_RADIUS, STREAM_OMEGA, STREAM_OMEGA_SIGN = 0, 1, 2,
 STREAM_X, STREAM_Y, STREAM_Z, STREAM_PHASE = 4, 5, 6, 7
 STREAM_LIFT, STREAM_LIFT_HEIGHT = 8, 9
 STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z = 10, 11, 12
+STREAM_REENTRY = 13
 #: Bit of ``respawn_count`` set while a flake is a lifted blowing-snow grain (cleared when
 #: it settles and respawns); the count itself is the other 31 bits.
 BLOWING = np.uint32(0x80000000)
@@ -249,8 +251,20 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     new_phase = (new_phase - TWO_PI * np.floor(new_phase / TWO_PI)).astype(np.float32)
 
     # sideways wrap into [x0, x0 + nx h)
-    x = _wrap(x, f32(wx0), f32(f32(nx) * h))
-    y = _wrap(y, f32(wy0), f32(f32(ny) * h))
+    length_x, length_y = f32(f32(nx) * h), f32(f32(ny) * h)
+    out_x = (x < f32(wx0)) | (x >= f32(f32(wx0) + length_x))
+    out_y = (y < f32(wy0)) | (y >= f32(f32(wy0) + length_y))
+    x = _wrap(x, f32(wx0), length_x)
+    y = _wrap(y, f32(wy0), length_y)
+    if surface_x is not None:
+        # a flake that leaves downwind comes back upwind at a random crosswind place, so an
+        # obstacle's wake does not wrap around onto the ground upwind of it
+        draw = random_uniform(seed, flake_id, np.uint32(step_index), STREAM_REENTRY)
+        if abs(f32(heading_x)) >= abs(f32(heading_y)):
+            y = np.where(out_x, (f32(wy0) + draw * length_y).astype(np.float32), y)
+        else:
+            x = np.where(out_y, (f32(wx0) + draw * length_x).astype(np.float32), x)
+        x, y = x.astype(np.float32), y.astype(np.float32)
 
     # collision with the ground (terrain + snow), then the bottom of the wind grid
     ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
