@@ -129,6 +129,24 @@ def _grids(sim):
     return xx, yy, np.asarray(hm.height, dtype=np.float64), np.asarray(hm.has_surface), g.spacing
 
 
+def lee_drift(centres, values, smooth, reference):
+    """The fence's lee drift behind its scoured gap, from the depth profile (bin
+    ``centres`` in H downwind of the lee face, ``values`` m, ``smooth`` the same smoothed):
+    the gap is the shallowest bin within 3 H of the fence, the drift's peak the deepest
+    bin beyond it (to 30 H), and its end the first bin past the peak where the depth falls
+    to the far lee's level (the mean from 30 H on, the undisturbed lee of these strips;
+    ``reference`` when the strip is shorter) plus a tenth of the drift's height over it.
+    Returns (gap index, peak index, far-lee level m, end H or nan)."""
+    index = np.arange(smooth.size)
+    gap = int(np.argmin(np.where(centres <= 3.0, smooth, np.inf)))
+    drift_peak = int(np.argmax(np.where((centres <= 30.0) & (index > gap), smooth, -np.inf)))
+    far_lee = values[(centres >= 30.0) & np.isfinite(values)]
+    baseline = float(far_lee.mean()) if far_lee.size else float(reference)
+    level = baseline + 0.1 * (smooth[drift_peak] - baseline)
+    ends = np.nonzero((index > drift_peak) & (smooth <= level))[0]
+    return gap, drift_peak, baseline, float(centres[ends[0]]) if ends.size else float("nan")
+
+
 def measure_fence(sim, scene):
     t = scene.terrain
     H = t["fence_height"]
@@ -178,6 +196,7 @@ def measure_fence(sim, scene):
             drift_length, note = float(centres[beyond[0]]), ""
         else:
             drift_length, note = float(centres[-1]), "still above the upstream mean at the outflow"
+    gap, drift_peak, baseline, drift_end = lee_drift(centres, values, smooth, reference)
     bare = np.nonzero(smooth >= 0.5 * reference)[0]
     wind_bins = _profile(depth, strip, up, 0.0, math.floor(fetch_h - 1.0), 0.5)
     wvalues = np.array([v for _, v in wind_bins])
@@ -190,6 +209,11 @@ def measure_fence(sim, scene):
         "lee_drift_length_m": drift_length * H,
         "lee_drift_note": note,
         "lee_peak_at_H": float(centres[peak]),
+        "lee_gap_at_H": float(centres[gap]),
+        "lee_drift_peak_at_H": float(centres[drift_peak]),
+        "lee_drift_peak_m": float(smooth[drift_peak]),
+        "far_lee_m": baseline,
+        "lee_drift_end_H": drift_end,
         "lee_peak_over_reference": float(smooth[peak] / reference) if reference > 0 else None,
         "lee_below_half_reference_until_H": float(centres[bare[0]]) if bare.size else None,
         "windward_peak_at_H": float(wind_bins[wpeak][0]),

@@ -5,6 +5,7 @@ import json
 import pathlib
 import sys
 
+import numpy as np
 import pytest
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "drift_validation.py"
@@ -41,3 +42,20 @@ def test_seeds_bake_once_each_and_report_the_range(validation, tmp_path, capsys)
     lee = data["spread"]["box_test"]["zones"]["lee 1-3 H, |y| <= B/2"]
     assert lee["depth_m"] == [r["zones"][6]["mean_depth_m"] for r in data["results"]]
     assert "over seeds 4 5 (min..max)" in capsys.readouterr().out
+
+
+def test_lee_drift_is_measured_behind_the_scoured_gap(validation):
+    # a deposit at the fence's foot, a scoured gap at 1.5 H, a drift peaking at 7 H and
+    # ending at 12.5 H, then a far lee at 8 cm (above a scoured fetch of 4 cm)
+    centres = np.arange(0.25, 34.0, 0.5)
+    values = np.full(centres.size, 0.08)
+    values[centres < 1.0] = 0.24
+    values[(centres >= 1.0) & (centres < 2.0)] = 0.03
+    rise = (centres >= 2.0) & (centres < 7.0)
+    values[rise] = 0.03 + (centres[rise] - 2.0) / 5.0 * 0.20
+    fall = (centres >= 7.0) & (centres < 12.5)
+    values[fall] = 0.23 - (centres[fall] - 7.0) / 5.5 * 0.15
+    gap, peak, baseline, end = validation.lee_drift(centres, values, values, 0.04)
+    assert 1.0 <= centres[gap] < 2.0 and 6.5 <= centres[peak] <= 7.25
+    assert baseline == pytest.approx(0.08)
+    assert 11.5 <= end <= 12.75
