@@ -262,6 +262,13 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             ni = min(max(int(math.floor(np.float32(np.float32(x - hx) * inv_spacing) + half)), 0), hnx - 1)
             nj = min(max(int(math.floor(np.float32(np.float32(y - hy) * inv_spacing) + half)), 0), hny - 1)
             hit = z < ground and height[nj, ni] > OPEN_LIMIT
+            surface = np.float32(height[nj, ni] + snow_depth[nj, ni])
+            if hit and not (out_x or out_y) and np.float32(surface - z) > np.float32(spacing):
+                # struck a wall: the snow slides to its foot on the side the flake came from
+                oi = min(max(int(math.floor(np.float32(np.float32(pos_x[n] - hx) * inv_spacing) + half)), 0), hnx - 1)
+                oj = min(max(int(math.floor(np.float32(np.float32(pos_y[n] - hy) * inv_spacing) + half)), 0), hny - 1)
+                if np.float32(height[oj, oi] + snow_depth[oj, oi]) < surface:
+                    ni, nj = oi, oj
             if hit and lift_strength > np.float32(0.0) and not (
                     shelter and ground < sample_bilinear(bubble_top, bx, by, h, x, y)):
                 share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y,

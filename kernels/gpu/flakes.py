@@ -225,6 +225,15 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     int ni = min(max((int)floorf((x - hx0) * inv_spacing + 0.5f), 0), hnx - 1);
     int nj = min(max((int)floorf((y - hy0) * inv_spacing + 0.5f), 0), hny - 1);
     bool hit = z < ground && __ldg(height + (long long)nj * hnx + ni) > OPEN_LIMIT;
+    float surface = __ldg(height + (long long)nj * hnx + ni) + snow[(long long)nj * hnx + ni];
+    if (hit && !(out_x || out_y) && surface - z > spacing) {
+        // struck a wall: the snow slides to its foot on the side the flake came from
+        int oi = min(max((int)floorf((pos_x[n] - hx0) * inv_spacing + 0.5f), 0), hnx - 1);
+        int oj = min(max((int)floorf((pos_y[n] - hy0) * inv_spacing + 0.5f), 0), hny - 1);
+        if (__ldg(height + (long long)oj * hnx + oi) + snow[(long long)oj * hnx + oi] < surface) {
+            ni = oi; nj = oj;
+        }
+    }
     if (hit && lift_strength > 0.0f
             && !(shelter && ground < sample_bilinear(bubble_top, nx, ny, bx, by, h, x, y))) {
         float share = lift_share(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,

@@ -187,7 +187,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 grain_speed=0.0, grain_count=None):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
-    ``hit_counts[ny, nx]`` at the nearest node, then respawn), respawn below the grid.
+    ``hit_counts[ny, nx]`` at the nearest node, or at the foot of a wall it struck, then
+    respawn), respawn below the grid.
     With ``lift_strength`` > 0 a landing flake may be lifted again instead (blowing snow,
     see the module docstring and ``lift_share``); ``step_index`` seeds that draw. With
     ``bubble_top`` (wind columns, m, from kernels.reference.drift.separation_bubble) a
@@ -272,6 +273,15 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     ni = np.clip(np.floor((x - f32(hx0)) * inv + half), 0, hnx - 1).astype(np.int64)
     nj = np.clip(np.floor((y - f32(hy0)) * inv + half), 0, hny - 1).astype(np.int64)
     hit = (z < ground) & (height[nj, ni] > OPEN_LIMIT)
+    # a flake that struck a face steeper than 45 degrees (its nearest node stands more than
+    # a spacing above it) slides down to the foot on the side it came from: the node
+    # nearest its start of step, where that is lower (not for a flake that wrapped)
+    oi = np.clip(np.floor((pos_x - f32(hx0)) * inv + half), 0, hnx - 1).astype(np.int64)
+    oj = np.clip(np.floor((pos_y - f32(hy0)) * inv + half), 0, hny - 1).astype(np.int64)
+    surface = (height[nj, ni] + snow_depth[nj, ni]).astype(np.float32)
+    foot = (~(out_x | out_y) & ((surface - z).astype(np.float32) > f32(spacing))
+            & ((height[oj, oi] + snow_depth[oj, oi]).astype(np.float32) < surface))
+    ni, nj = np.where(foot, oi, ni), np.where(foot, oj, nj)
     if f32(lift_strength) > f32(0.0):
         counter = np.uint32(step_index)
         share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed,

@@ -231,6 +231,28 @@ def test_ground_hit_counts_nearest_node_and_respawns_at_top(module):
     np.testing.assert_allclose(state[5][respawned], -vt[respawned], atol=1e-6)
 
 
+@pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
+def test_a_flake_that_strikes_a_wall_lands_at_its_foot_not_on_top(module):
+    """A 2 m wall from x = 4.5 m: flakes blown into its face below its top land on the
+    ground node in front of it (the snow slides down the face), flakes falling onto it
+    from above land on its top."""
+    height, snow = flat_ground(0.0)
+    height[:, 9:] = 2.0                                 # nodes at x >= 4.5 m
+    n = 4
+    flake_id = np.arange(n, dtype=np.uint32)
+    state = state_arrays(n, 4.1, 3.0, 0.5, vx=8.0)    # one step: x = 4.43, node 9's side
+    state[1][:] = [1.0, 2.0, 3.0, 4.0]
+    state[0][3], state[2][3], state[3][3], state[5][3] = 5.5, 2.02, 0.0, -1.5    # onto the top
+    hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    run_kernel(module, flake_id, state, uniform_wind(GRID, 8.0), height, snow, hits)
+    assert np.all(state[7] == 1)                        # all four landed
+    expected = np.zeros_like(hits)
+    for yi in (1.0, 2.0, 3.0):
+        expected[int(yi / 0.5), 8] += 1                 # the ground node at x = 4 m
+    expected[8, 11] += 1                                # the top at x = 5.5 m
+    np.testing.assert_array_equal(hits, expected)
+
+
 def test_open_nodes_are_never_hit():
     n = 500
     flake_id = np.arange(n, dtype=np.uint32)
