@@ -37,6 +37,14 @@ def _ground(height, snow_depth, hx0, hy0, spacing, x, y):
 
 
 @numba.njit(inline="always", cache=True)
+def _nearest_node(coordinate, origin, inv_spacing, count):
+    """See kernels.reference.flakes._nearest_node (one coordinate)."""
+    index = int(math.floor(np.float32(np.float32(coordinate - origin) * inv_spacing)
+                           + np.float32(0.5)))
+    return min(max(index, 0), count - 1)
+
+
+@numba.njit(inline="always", cache=True)
 def _wrap(coordinate, origin, length):
     end = np.float32(origin + length)
     if coordinate >= origin and coordinate < end:
@@ -259,16 +267,17 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                     x = np.float32(x0 + np.float32(draw * length_x))
 
             ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
-            ni = min(max(int(math.floor(np.float32(np.float32(x - hx) * inv_spacing) + half)), 0), hnx - 1)
-            nj = min(max(int(math.floor(np.float32(np.float32(y - hy) * inv_spacing) + half)), 0), hny - 1)
+            ni = _nearest_node(x, hx, inv_spacing, hnx)
+            nj = _nearest_node(y, hy, inv_spacing, hny)
             hit = z < ground and height[nj, ni] > OPEN_LIMIT
-            surface = np.float32(height[nj, ni] + snow_depth[nj, ni])
-            if hit and not (out_x or out_y) and np.float32(surface - z) > np.float32(spacing):
-                # struck a wall: the snow slides to its foot on the side the flake came from
-                oi = min(max(int(math.floor(np.float32(np.float32(pos_x[n] - hx) * inv_spacing) + half)), 0), hnx - 1)
-                oj = min(max(int(math.floor(np.float32(np.float32(pos_y[n] - hy) * inv_spacing) + half)), 0), hny - 1)
-                if np.float32(height[oj, oi] + snow_depth[oj, oi]) < surface:
-                    ni, nj = oi, oj
+            if hit and not (out_x or out_y):
+                surface = np.float32(height[nj, ni] + snow_depth[nj, ni])
+                if np.float32(surface - z) > np.float32(spacing):
+                    # struck a wall: the snow slides to its foot on the side it came from
+                    oi = _nearest_node(pos_x[n], hx, inv_spacing, hnx)
+                    oj = _nearest_node(pos_y[n], hy, inv_spacing, hny)
+                    if np.float32(height[oj, oi] + snow_depth[oj, oi]) < surface:
+                        ni, nj = oi, oj
             if hit and lift_strength > np.float32(0.0) and not (
                     shelter and ground < sample_bilinear(bubble_top, bx, by, h, x, y)):
                 share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y,

@@ -110,6 +110,11 @@ __device__ __forceinline__ float ground_at(const float* __restrict__ height,
          + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y);
 }
 
+// index of the heightmap node nearest to a coordinate (m) along one axis, clamped
+__device__ __forceinline__ int nearest_node(float c, float origin, float inv_spacing, int count) {
+    return min(max((int)floorf((c - origin) * inv_spacing + 0.5f), 0), count - 1);
+}
+
 __device__ __forceinline__ float wrap_coordinate(float c, float origin, float length) {
     float end = origin + length;
     if (c >= origin && c < end) return c;
@@ -222,16 +227,18 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
 
     float ground = ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
     float inv_spacing = 1.0f / spacing;
-    int ni = min(max((int)floorf((x - hx0) * inv_spacing + 0.5f), 0), hnx - 1);
-    int nj = min(max((int)floorf((y - hy0) * inv_spacing + 0.5f), 0), hny - 1);
+    int ni = nearest_node(x, hx0, inv_spacing, hnx);
+    int nj = nearest_node(y, hy0, inv_spacing, hny);
     bool hit = z < ground && __ldg(height + (long long)nj * hnx + ni) > OPEN_LIMIT;
-    float surface = __ldg(height + (long long)nj * hnx + ni) + snow[(long long)nj * hnx + ni];
-    if (hit && !(out_x || out_y) && surface - z > spacing) {
-        // struck a wall: the snow slides to its foot on the side the flake came from
-        int oi = min(max((int)floorf((pos_x[n] - hx0) * inv_spacing + 0.5f), 0), hnx - 1);
-        int oj = min(max((int)floorf((pos_y[n] - hy0) * inv_spacing + 0.5f), 0), hny - 1);
-        if (__ldg(height + (long long)oj * hnx + oi) + snow[(long long)oj * hnx + oi] < surface) {
-            ni = oi; nj = oj;
+    if (hit && !(out_x || out_y)) {
+        float surface = __ldg(height + (long long)nj * hnx + ni) + snow[(long long)nj * hnx + ni];
+        if (surface - z > spacing) {
+            // struck a wall: the snow slides to its foot on the side the flake came from
+            int oi = nearest_node(pos_x[n], hx0, inv_spacing, hnx);
+            int oj = nearest_node(pos_y[n], hy0, inv_spacing, hny);
+            if (__ldg(height + (long long)oj * hnx + oi) + snow[(long long)oj * hnx + oi] < surface) {
+                ni = oi; nj = oj;
+            }
         }
     }
     if (hit && lift_strength > 0.0f

@@ -90,6 +90,12 @@ def _bubble_top(bubble_top, wx0, wy0, cell_size, x, y):
     return sample_bilinear(bubble_top, f32(f32(wx0) + half), f32(f32(wy0) + half), cell_size, x, y)
 
 
+def _nearest_node(coordinate, origin, inv_spacing, count):
+    """Index of the heightmap node nearest to ``coordinate`` (m) along one axis, clamped."""
+    return np.clip(np.floor((coordinate - f32(origin)) * inv_spacing + f32(0.5)), 0,
+                   count - 1).astype(np.int64)
+
+
 def _spawn_xy(seed, flake_id, counter, wx0, wy0, length_x, length_y):
     x = f32(wx0) + random_uniform(seed, flake_id, counter, STREAM_X) * f32(length_x)
     y = f32(wy0) + random_uniform(seed, flake_id, counter, STREAM_Y) * f32(length_y)
@@ -270,14 +276,12 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     # collision with the ground (terrain + snow), then the bottom of the wind grid
     ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
     inv = one / f32(spacing)
-    ni = np.clip(np.floor((x - f32(hx0)) * inv + half), 0, hnx - 1).astype(np.int64)
-    nj = np.clip(np.floor((y - f32(hy0)) * inv + half), 0, hny - 1).astype(np.int64)
+    ni, nj = _nearest_node(x, hx0, inv, hnx), _nearest_node(y, hy0, inv, hny)
     hit = (z < ground) & (height[nj, ni] > OPEN_LIMIT)
-    # a flake that struck a face steeper than 45 degrees (its nearest node stands more than
-    # a spacing above it) slides down to the foot on the side it came from: the node
-    # nearest its start of step, where that is lower (not for a flake that wrapped)
-    oi = np.clip(np.floor((pos_x - f32(hx0)) * inv + half), 0, hnx - 1).astype(np.int64)
-    oj = np.clip(np.floor((pos_y - f32(hy0)) * inv + half), 0, hny - 1).astype(np.int64)
+    # a flake that struck a wall (its nearest node stands more than a spacing above it)
+    # slides down to the foot on the side it came from: the node nearest its start of
+    # step, where that is lower (not for a flake that wrapped)
+    oi, oj = _nearest_node(pos_x, hx0, inv, hnx), _nearest_node(pos_y, hy0, inv, hny)
     surface = (height[nj, ni] + snow_depth[nj, ni]).astype(np.float32)
     foot = (~(out_x | out_y) & ((surface - z).astype(np.float32) > f32(spacing))
             & ((height[oj, oi] + snow_depth[oj, oi]).astype(np.float32) < surface))
