@@ -72,6 +72,13 @@ VORTEX_GAIN = 1.0
 linearly to 0 at VORTEX_REACH): 1 doubles u*, four times the surface stress, the
 amplification of the bed shear stress at the sides of a bridge pier under its horseshoe
 vortex (Hjorth 1975, in Sumer and Fredsoe 2002)."""
+VORTEX_LEG = 2.0
+"""Obstacle heights behind an obstacle's lee face over which the legs of its horseshoe
+vortex, trailing downwind beside its sides, still speed up the surface wind (fading
+linearly to nothing; none straight behind it, in the wake). Where the band stopped at the
+lee face its load piled beside the lee corners (3-4 times the far field) and the ground
+right behind the block stayed short of snow; 2 was chosen among 0, 2 and 4 on the cube
+of docs/drift_validation.md (three seeds each, CPU)."""
 MAX_VORTEX_CELLS = 8
 """The vortex's window reaches this many wind cells around a column (its cost)."""
 
@@ -115,6 +122,7 @@ class SnowDrift:
         check_roughness(settings, grid.cell_size)
         self.settings, self.cover, self.grid, self.backend = settings, cover, grid, backend
         self.kernels = backend.kernel_module("drift")
+        self.wind_kernels = backend.kernel_module("wind")
         xp = backend.xp
         self.wind_x = xp.zeros((grid.ny, grid.nx), xp.float32)
         self.wind_y = xp.zeros((grid.ny, grid.nx), xp.float32)
@@ -122,6 +130,7 @@ class SnowDrift:
         self.flux_x = xp.zeros(shape, xp.float32)
         self.flux_y = xp.zeros(shape, xp.float32)
         self.exported = xp.zeros(shape, xp.float32)
+        self.column_top = xp.zeros((grid.ny, grid.nx), xp.float32)
         self.column_height = xp.zeros((grid.ny, grid.nx), xp.float32)
         self.bubble_top = xp.zeros((grid.ny, grid.nx), xp.float32)
         self.scour = xp.ones((grid.ny, grid.nx), xp.float32)
@@ -139,7 +148,7 @@ class SnowDrift:
 
     @staticmethod
     def estimate_bytes(heightmap_grid, grid) -> int:
-        return 4 * (5 * grid.nx * grid.ny + 3 * heightmap_grid.nx * heightmap_grid.ny)
+        return 4 * (6 * grid.nx * grid.ny + 3 * heightmap_grid.nx * heightmap_grid.ny)
 
     def update_shelter(self, time: float) -> None:
         """Rebuild the top of the lee's separation bubble per wind column from the
@@ -150,13 +159,17 @@ class SnowDrift:
         _speed, heading = base_wind(self.settings, time)
         hx, hy = math.cos(math.radians(heading)), math.sin(math.radians(heading))
         self.kernels.column_surface(c.height, c.snow_depth, c.has_surface, hm.x0, hm.y0,
-                                    hm.spacing, g.x0, g.y0, g.cell_size, self.column_height)
+                                    hm.spacing, g.x0, g.y0, g.cell_size, self.column_top)
+        self.wind_kernels.obstacle_surface(c.height, c.snow_depth, hm.x0, hm.y0, hm.spacing,
+                                           g.x0, g.y0, g.cell_size, self.column_top,
+                                           self.column_height)
         self.kernels.separation_bubble(self.column_height, g.x0, g.y0, g.cell_size, hx, hy,
                                        SEPARATION_SLOPE, WAKE_SPREAD, self.max_distance,
                                        self.bubble_top)
-        cells = min(MAX_VORTEX_CELLS, math.ceil(VORTEX_REACH * self.relief / g.cell_size))
+        cells = min(MAX_VORTEX_CELLS, math.ceil(max(VORTEX_REACH, VORTEX_LEG) * self.relief
+                                                / g.cell_size))
         self.kernels.horseshoe_vortex(self.column_height, g.cell_size, hx, hy, VORTEX_REACH,
-                                      VORTEX_GAIN, cells, self.scour)
+                                      VORTEX_GAIN, VORTEX_LEG, cells, self.scour)
 
     def update_surface_wind(self, wind, time: float) -> None:
         """Read the surface wind of ``wind`` (a WindSolver) per column and the storm's

@@ -8,7 +8,7 @@ from numba import prange
 
 from .sampling import sample_bilinear
 # One home for the constants: the reference build defines them.
-from ..reference.drift import NO_SURFACE, WAKE_SAMPLES
+from ..reference.drift import GRID_STEP_FROM, NO_SURFACE, WAKE_SAMPLES
 
 F32 = np.float32
 
@@ -273,14 +273,26 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
             bubble_top[j, i] = top
 
 
+@numba.njit(inline="always", cache=True)
+def _grid_step(component):
+    """-1, 0 or 1: the grid step of one component of a unit vector (see the reference)."""
+    if component >= GRID_STEP_FROM:
+        return 1
+    if component <= -GRID_STEP_FROM:
+        return -1
+    return 0
+
+
 @numba.njit(parallel=True, cache=True)
-def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, max_cells,
-                     scour):
+def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, leg,
+                     max_cells, scour):
     """Factor (>= 1) on the surface wind from the horseshoe vortex at the windward base of
-    bluff obstacles, per wind column (see the reference)."""
+    bluff obstacles and its legs trailing downwind of their sides, per wind column (see
+    the reference)."""
     ny, nx = column_height.shape
     hx, hy = np.float32(heading_x), np.float32(heading_y)
-    reach32, gain32, one = np.float32(reach), np.float32(gain), np.float32(1.0)
+    reach32, gain32, leg32 = np.float32(reach), np.float32(gain), np.float32(leg)
+    one, half, cell = np.float32(1.0), np.float32(0.5), np.float32(cell_size)
     for j in prange(ny):
         for i in range(nx):
             here = column_height[j, i]
@@ -293,18 +305,42 @@ def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain
                     m = i + di
                     if (di == 0 and dj == 0) or m < 0 or m >= nx:
                         continue
-                    along = np.float32(np.float32(np.float32(di) * hx)
-                                       + np.float32(np.float32(dj) * hy))
                     other = column_height[n, m]
-                    if along < 0 or other == NO_SURFACE:
+                    if other == NO_SURFACE:
                         continue
                     rise = np.float32(other - here)
+                    if not rise > 0:
+                        continue
                     limit = np.float32(reach32 * rise)
-                    distance = np.float32(np.float32(math.sqrt(di * di + dj * dj))
-                                          * np.float32(cell_size))
-                    if rise > 0 and distance < limit:
-                        factor = np.float32(one + np.float32(gain32 * np.float32(
-                            one - np.float32(distance / limit))))
-                        if factor > best:
-                            best = factor
+                    along = np.float32(np.float32(np.float32(di) * hx)
+                                       + np.float32(np.float32(dj) * hy))
+                    factor = one
+                    if along >= 0:
+                        distance = np.float32(np.float32(math.sqrt(di * di + dj * dj)) * cell)
+                        if distance < limit:
+                            factor = np.float32(one + np.float32(gain32 * np.float32(
+                                one - np.float32(distance / limit))))
+                    else:
+                        cross = np.float32(np.float32(np.float32(dj) * hx)
+                                           - np.float32(np.float32(di) * hy))
+                        if abs(cross) < half:
+                            continue
+                        sign = np.float32(-1.0) if cross > 0 else one
+                        bi = m + _grid_step(np.float32(sign * -hy))
+                        bj = n + _grid_step(np.float32(sign * hx))
+                        if bi < 0 or bi >= nx or bj < 0 or bj >= ny:
+                            continue
+                        beside = column_height[bj, bi]
+                        if beside != NO_SURFACE and \
+                                np.float32(beside - here) > np.float32(half * rise):
+                            continue
+                        lateral = np.float32(np.float32(abs(cross)) * cell)
+                        behind = np.float32(np.float32(-along) * cell)
+                        length = np.float32(leg32 * rise)
+                        if lateral < limit and behind < length:
+                            fade = np.float32(np.float32(one - np.float32(lateral / limit))
+                                              * np.float32(one - np.float32(behind / length)))
+                            factor = np.float32(one + np.float32(gain32 * fade))
+                    if factor > best:
+                        best = factor
             scour[j, i] = best

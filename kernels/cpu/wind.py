@@ -5,6 +5,7 @@ from numba import prange
 
 from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # one home
                               FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK)
+from ..reference.flakes import OPEN_LIMIT
 from .sampling import open_range, sample_bilinear, sample_open
 
 F32 = np.float32
@@ -63,6 +64,23 @@ def _solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cel
             for k in range(nz):
                 cz = np.float32(z0) + (np.float32(k) + half) * h
                 solid[k, j, i] = 1 if cz < ground else 0
+
+
+@numba.njit(parallel=True, cache=True)
+def obstacle_surface(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top,
+                     out):
+    """out (ny, nx) float32 m: the surface the wind's solid mask stands on in each column
+    (see the reference)."""
+    ny, nx = out.shape
+    centre = _centre_ground(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, ny, nx)
+    limit = np.float32(np.float32(0.5) * np.float32(cell_size))
+    for j in prange(ny):
+        for i in range(nx):
+            top = column_top[j, i]
+            if _thin(centre, top, j, i, limit) or not centre[j, i] > OPEN_LIMIT:
+                out[j, i] = top
+            else:
+                out[j, i] = centre[j, i]
 
 
 @numba.njit(parallel=True, cache=True)

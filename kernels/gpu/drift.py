@@ -2,7 +2,7 @@
 kernels.reference.drift); one launch per function."""
 import numpy as np
 
-from ..reference.drift import NO_SURFACE, WAKE_SAMPLES
+from ..reference.drift import GRID_STEP_FROM, NO_SURFACE, WAKE_SAMPLES
 from .common import LAUNCH_BLOCK, blocks, get_kernel
 
 SOURCE = r"""
@@ -212,10 +212,15 @@ extern "C" __global__ void separation_bubble(const float* __restrict__ column_he
     bubble_top[t] = top;
 }
 
+__device__ __forceinline__ int grid_step(float component) {
+    return component >= GRID_STEP_FROM ? 1 : (component <= -GRID_STEP_FROM ? -1 : 0);
+}
+
 extern "C" __global__ void horseshoe_vortex(const float* __restrict__ column_height, int nx,
                                             int ny, float cell_size, float heading_x,
                                             float heading_y, float reach, float gain,
-                                            int max_cells, float* __restrict__ scour) {
+                                            float leg, int max_cells,
+                                            float* __restrict__ scour) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nx * ny) return;
     int i = t % nx, j = t / nx;
@@ -228,23 +233,49 @@ extern "C" __global__ void horseshoe_vortex(const float* __restrict__ column_hei
             for (int di = -max_cells; di <= max_cells; ++di) {
                 int m = i + di;
                 if ((di == 0 && dj == 0) || m < 0 || m >= nx) continue;
-                float along = (float)di * heading_x + (float)dj * heading_y;
                 float other = column_height[n * nx + m];
-                if (along < 0.0f || other == NO_SURFACE) continue;
-                float rise = other - here;
-                float limit = reach * rise;
-                float distance = sqrtf((float)(di * di + dj * dj)) * cell_size;
-                if (rise > 0.0f && distance < limit) {
-                    float factor = 1.0f + gain * (1.0f - distance / limit);
-                    best = fmaxf(best, factor);
+                if (other == NO_SURFACE) continue;
+                float rise = __fsub_rn(other, here);
+                if (!(rise > 0.0f)) continue;
+                float limit = __fmul_rn(reach, rise);
+                float along = __fadd_rn(__fmul_rn((float)di, heading_x),
+                                        __fmul_rn((float)dj, heading_y));
+                float factor = 1.0f;
+                if (along >= 0.0f) {
+                    float distance = __fmul_rn(sqrtf((float)(di * di + dj * dj)), cell_size);
+                    if (distance < limit)
+                        factor = __fadd_rn(1.0f, __fmul_rn(gain,
+                                           __fsub_rn(1.0f, __fdiv_rn(distance, limit))));
+                } else {
+                    // a leg: the obstacle's crosswind edge on this side, this column beside
+                    // its track (none straight behind it: the wake)
+                    float cross = __fsub_rn(__fmul_rn((float)dj, heading_x),
+                                            __fmul_rn((float)di, heading_y));
+                    if (fabsf(cross) < 0.5f) continue;
+                    float sign = cross > 0.0f ? -1.0f : 1.0f;
+                    int bi = m + grid_step(sign * -heading_y);
+                    int bj = n + grid_step(sign * heading_x);
+                    if (bi < 0 || bi >= nx || bj < 0 || bj >= ny) continue;
+                    float beside = column_height[bj * nx + bi];
+                    if (beside != NO_SURFACE && __fsub_rn(beside, here) > __fmul_rn(0.5f, rise))
+                        continue;
+                    float lateral = __fmul_rn(fabsf(cross), cell_size);
+                    float behind = __fmul_rn(-along, cell_size);
+                    float length = __fmul_rn(leg, rise);
+                    if (lateral < limit && behind < length) {
+                        float fade = __fmul_rn(__fsub_rn(1.0f, __fdiv_rn(lateral, limit)),
+                                               __fsub_rn(1.0f, __fdiv_rn(behind, length)));
+                        factor = __fadd_rn(1.0f, __fmul_rn(gain, fade));
+                    }
                 }
+                best = fmaxf(best, factor);
             }
         }
     }
     scour[t] = best;
 }
 """
-SOURCE = f"#define WAKE_SAMPLES {WAKE_SAMPLES}\n#define NO_SURFACE {float(NO_SURFACE)!r}f\n" + SOURCE
+SOURCE = f"#define WAKE_SAMPLES {WAKE_SAMPLES}\n#define GRID_STEP_FROM {float(GRID_STEP_FROM)!r}f\n#define NO_SURFACE {float(NO_SURFACE)!r}f\n" + SOURCE
 
 
 def _kernel(name):
@@ -308,12 +339,13 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
         f(heading_y), f(slope), f(spread), f(max_distance), bubble_top))
 
 
-def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, max_cells,
-                     scour):
+def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, leg,
+                     max_cells, scour):
     """Factor (>= 1) on the surface wind from the horseshoe vortex at the windward base of
-    bluff obstacles, per wind column (see the reference)."""
+    bluff obstacles and its legs trailing downwind of their sides, per wind column (see
+    the reference)."""
     ny, nx = column_height.shape
     f = np.float32
     _kernel("horseshoe_vortex")(blocks(nx * ny), (LAUNCH_BLOCK,), (
         column_height, np.int32(nx), np.int32(ny), f(cell_size), f(heading_x), f(heading_y),
-        f(reach), f(gain), np.int32(max_cells), scour))
+        f(reach), f(gain), f(leg), np.int32(max_cells), scour))

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN, FRACTION_SAMPLES, FRACTION_STEPS,
                               NO_BLOCK)
+from ..reference.flakes import OPEN_LIMIT
 from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
 
 assert FRACTION_STEPS == 128, "snap_fraction below rounds to multiples of 1/128"
@@ -369,6 +370,23 @@ extern "C" __global__ void block_tops(const float* __restrict__ height,
                            ground, column_top[t]) ? column_top[t] : no_block;
 }
 
+extern "C" __global__ void obstacle_surface(const float* __restrict__ height,
+                                            const float* __restrict__ snow, int hnx, int hny,
+                                            float hx0, float hy0, float spacing, float x0,
+                                            float y0, float h,
+                                            const float* __restrict__ column_top,
+                                            float open_limit, float* __restrict__ out, int nx,
+                                            int ny) {
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)ny * nx) return;
+    int i = (int)(t % nx); int j = (int)(t / nx);
+    float ground = centre_ground(height, snow, hnx, hny, hx0, hy0, spacing, x0, y0, h, i, j);
+    float top = column_top[t];
+    bool use_top = thin_obstacle(height, snow, hnx, hny, hx0, hy0, spacing, x0, y0, h, i, j,
+                                 nx, ny, ground, top) || !(ground > open_limit);
+    out[t] = use_top ? top : ground;
+}
+
 // below low 0, above high 1, else the nearest multiple of 1/128 (FRACTION_STEPS), at
 // least ``least`` (the reference's _snap: a * 128 exact, + 0.5 rounded once)
 __device__ __forceinline__ float snap_fraction(float a, float low, float high, float least) {
@@ -553,15 +571,31 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
         np.int32(use_top), column_top if use_top else height))
 
 
-def block_tops(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top, out):
-    """out (ny, nx) float32 m: ``column_top`` in the columns of a thin obstacle, NO_BLOCK
-    elsewhere (see the reference)."""
+def _per_column(name, height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top,
+                constant, out):
+    """Launch a kernel of one thread per wind column that reads the heightmap and
+    ``column_top`` and writes ``out`` (ny, nx); ``constant`` is its float32 marker."""
     ny, nx = out.shape
     hny, hnx = height.shape
     f = np.float32
-    _kernel("block_tops")(_blocks(ny * nx), (_BLOCK,), (
+    _kernel(name)(_blocks(ny * nx), (_BLOCK,), (
         height, snow_depth, np.int32(hnx), np.int32(hny), f(hx0), f(hy0), f(spacing), f(x0),
-        f(y0), f(cell_size), column_top, NO_BLOCK, out, np.int32(nx), np.int32(ny)))
+        f(y0), f(cell_size), column_top, f(constant), out, np.int32(nx), np.int32(ny)))
+
+
+def block_tops(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top, out):
+    """out (ny, nx) float32 m: ``column_top`` in the columns of a thin obstacle, NO_BLOCK
+    elsewhere (see the reference)."""
+    _per_column("block_tops", height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size,
+                column_top, NO_BLOCK, out)
+
+
+def obstacle_surface(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top,
+                     out):
+    """out (ny, nx) float32 m: the surface the wind's solid mask stands on in each column
+    (see the reference)."""
+    _per_column("obstacle_surface", height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size,
+                column_top, OPEN_LIMIT, out)
 
 
 def face_fractions(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, blocks,

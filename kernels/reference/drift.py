@@ -244,37 +244,97 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
     bubble_top[...] = top
 
 
-def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, max_cells,
-                     scour):
-    """The horseshoe vortex that wraps around the windward base of a bluff obstacle, from
-    the surface alone (the inviscid wind solver has no boundary layer to roll it up).
-    ``column_height`` (ny_w, nx_w) m from ``column_surface``, columns ``cell_size`` m
-    apart. For each column, every other column within ``max_cells`` (a square window)
-    that rises above it (rise > 0 m) and does not lie upwind of it (its offset times the
-    unit heading >= 0: the obstacle stands downwind or beside, never behind), at a
-    distance d < reach * rise, gives 1 + gain * (1 - d / (reach * rise)): largest at the
-    obstacle's foot, 1 at ``reach`` obstacle heights from it, and only where the rise is
-    steeper than 1 / reach. ``scour`` (ny_w, nx_w) float32 >= 1: the largest of them (1
-    where none), the factor on the surface wind (surface_wind)."""
+#: |component| of the unit crosswind vector from which a grid step takes it (sin 22.5
+#: degrees: the nearest of the eight grid directions).
+GRID_STEP_FROM = F32(0.38268343)
+
+
+def _grid_step(component):
+    """-1, 0 or 1: the grid step of one component of a unit vector (float32 comparisons,
+    the same on every backend)."""
+    component = F32(component)
+    if component >= GRID_STEP_FROM:
+        return 1
+    return -1 if component <= -GRID_STEP_FROM else 0
+
+
+def _shifted(h, di, dj):
+    """h at (j + dj, i + di) for every column, NO_SURFACE outside the grid."""
+    ny, nx = h.shape
+    out = np.full((ny, nx), NO_SURFACE, F32)
+    if abs(di) < nx and abs(dj) < ny:
+        out[max(0, -dj):ny - max(0, dj), max(0, -di):nx - max(0, di)] = \
+            h[max(0, dj):ny + min(0, dj), max(0, di):nx + min(0, di)]
+    return out
+
+
+def _inside(shape, di, dj):
+    """True where (j + dj, i + di) lies in the grid."""
+    ny, nx = shape
+    j, i = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
+    return (i + di >= 0) & (i + di < nx) & (j + dj >= 0) & (j + dj < ny)
+
+
+def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, leg,
+                     max_cells, scour):
+    """The horseshoe vortex that wraps around the windward base of a bluff obstacle and
+    trails downwind of its sides in two legs, from the surface alone (the inviscid wind
+    solver has no boundary layer to roll it up). ``column_height`` (ny_w, nx_w) m from
+    ``obstacle_surface``, columns ``cell_size`` m apart. For each column, every other
+    column within ``max_cells`` (a square window) that rises above it (rise > 0 m):
+
+    - if it does not lie upwind (its offset times the unit heading >= 0: the obstacle
+      stands downwind or beside), at a distance d < reach * rise, gives
+      1 + gain * (1 - d / (reach * rise)): largest at the obstacle's foot, 1 at ``reach``
+      obstacle heights from it, and only where the rise is steeper than 1 / reach;
+    - if it lies upwind, b = its distance along the heading behind it, and it is the
+      obstacle's crosswind edge on this column's side (the next column from it toward this
+      one, across the wind, rises at most half as much) with this column beside its track
+      (crosswind offset c >= half a cell), the leg gives
+      1 + gain * (1 - c / (reach * rise)) * (1 - b / (leg * rise)) for c < reach * rise and
+      b < leg * rise: the band beside the obstacle carried on downwind, fading over
+      ``leg`` obstacle heights; none straight behind it (the wake).
+
+    ``scour`` (ny_w, nx_w) float32 >= 1: the largest of them (1 where none), the factor
+    on the surface wind (surface_wind)."""
     ny, nx = column_height.shape
     h = np.asarray(column_height, F32)
     best = np.ones((ny, nx), F32)
+    hx, hy = F32(heading_x), F32(heading_y)
+    one, half = F32(1), F32(0.5)
     for dj in range(-max_cells, max_cells + 1):
         for di in range(-max_cells, max_cells + 1):
             if di == 0 and dj == 0:
                 continue
-            along = F32(F32(F32(di) * F32(heading_x)) + F32(F32(dj) * F32(heading_y)))
-            if along < 0:
-                continue
-            distance = F32(F32(math.sqrt(di * di + dj * dj)) * F32(cell_size))
-            other = np.full((ny, nx), NO_SURFACE, F32)
-            other[max(0, -dj):ny - max(0, dj), max(0, -di):nx - max(0, di)] = \
-                h[max(0, dj):ny + min(0, dj), max(0, di):nx + min(0, di)]
+            along = F32(F32(F32(di) * hx) + F32(F32(dj) * hy))
+            other = _shifted(h, di, dj)
             rise = (other - h).astype(F32)
             limit = (F32(reach) * rise).astype(F32)
-            near = (h != NO_SURFACE) & (other != NO_SURFACE) & (rise > 0) & (distance < limit)
-            safe = np.where(near, limit, F32(1))
-            factor = (F32(1) + (F32(gain) * (F32(1) - (distance / safe).astype(F32))
-                                ).astype(F32)).astype(F32)
+            near = (h != NO_SURFACE) & (other != NO_SURFACE) & (rise > 0)
+            if along >= 0:
+                distance = F32(F32(math.sqrt(di * di + dj * dj)) * F32(cell_size))
+                near &= distance < limit
+                safe = np.where(near, limit, one)
+                factor = (one + (F32(gain) * (one - (distance / safe).astype(F32))
+                                 ).astype(F32)).astype(F32)
+            else:
+                cross = F32(F32(F32(dj) * hx) - F32(F32(di) * hy))
+                if abs(cross) < half:
+                    continue
+                sign = F32(-1) if cross > 0 else one    # from the obstacle toward here
+                si, sj = _grid_step(F32(sign * -hy)), _grid_step(F32(sign * hx))
+                beside = _shifted(h, di + si, dj + sj)
+                lateral = F32(F32(abs(cross)) * F32(cell_size))
+                behind = F32(F32(-along) * F32(cell_size))
+                length = (F32(leg) * rise).astype(F32)
+                edge = (beside == NO_SURFACE) | ((beside - h).astype(F32)
+                                                 <= (half * rise).astype(F32))
+                near &= _inside(h.shape, di + si, dj + sj) & edge & (lateral < limit) \
+                    & (behind < length)
+                safe_limit = np.where(near, limit, one)
+                safe_length = np.where(near, length, one)
+                fade = ((one - (lateral / safe_limit).astype(F32)).astype(F32)
+                        * (one - (behind / safe_length).astype(F32)).astype(F32)).astype(F32)
+                factor = (one + (F32(gain) * fade).astype(F32)).astype(F32)
             best = np.where(near, np.maximum(best, factor), best)
     scour[...] = best

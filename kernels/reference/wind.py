@@ -37,6 +37,7 @@ where all are, the face keeps its own value.
 """
 import numpy as np
 
+from .flakes import OPEN_LIMIT
 from .sampling import open_range, sample_bilinear, sample_open
 
 F32 = np.float32
@@ -159,6 +160,21 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
         ground = np.where(_thin(ground, column_top, cell_size), column_top, ground).astype(F32)
     cz = F32(z0) + (np.arange(nz, dtype=F32) + HALF) * h
     solid[...] = (cz[:, None, None] < ground[None, :, :]).astype(np.uint8)
+
+
+def obstacle_surface(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top,
+                     out):
+    """out (ny, nx) float32 m: the surface the wind's solid mask stands on in each column
+    (solid_from_heightmap's rule): the bilinear height + snow depth at the column's
+    centre, or ``column_top`` (the highest surface inside the column,
+    kernels.reference.drift.column_surface) where that is a thin obstacle or where the
+    centre's ground mixes in open nodes (at most OPEN_LIMIT). Unlike the highest node,
+    it places an obstacle's sides where the wind sees them, the same on every side."""
+    ny, nx = out.shape
+    ground = _centre_ground(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, ny, nx)
+    top = np.asarray(column_top, F32)
+    use_top = _thin(ground, top, cell_size) | ~(ground > OPEN_LIMIT)
+    out[...] = np.where(use_top, top, ground).astype(F32)
 
 
 #: Points per face edge at which face_fractions samples the terrain.

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from snowfall.kernels.cpu import drift as cpu
+from snowfall.kernels.cpu import wind as cpu_wind
 from snowfall.kernels.reference import drift as ref
+from snowfall.kernels.reference import wind as ref_wind
 from snowfall.snow_addon import Simulation, SnowSettings
 from snowfall.snow_addon import drift as drift_model
 from snowfall.snow_addon.errors import SnowInputError
@@ -238,6 +240,11 @@ def test_numba_shelter_kernels_match_reference_bit_for_bit(seed):
     for module, out in zip((ref, cpu), surface):
         module.column_surface(height, snow, has_surface, *geometry, out)
     np.testing.assert_array_equal(surface[0], surface[1])
+    obstacles = [np.zeros(columns, np.float32) for _ in range(2)]
+    for module, out in zip((ref_wind, cpu_wind), obstacles):
+        module.obstacle_surface(height, snow, *geometry, surface[0], out)
+    np.testing.assert_array_equal(obstacles[0], obstacles[1])
+    assert (obstacles[0] < surface[0]).any() and (obstacles[0] == surface[0]).any()
     top = [np.zeros(columns, np.float32) for _ in range(2)]
     for module, out in zip((ref, cpu), top):
         module.separation_bubble(surface[0], -2.0, 0.1, 1.25, 0.8, -0.6, 1 / 12, 2.0, 12.0, out)
@@ -249,11 +256,12 @@ def test_numba_shelter_kernels_match_reference_bit_for_bit(seed):
     cpu.saltation_flux(*wind, *args, flux[2], flux[3], height, snow, top[0])
     np.testing.assert_array_equal(flux[0], flux[2])
     np.testing.assert_array_equal(flux[1], flux[3])
-    scour = [np.zeros(columns, np.float32) for _ in range(2)]
-    for module, out in zip((ref, cpu), scour):
-        module.horseshoe_vortex(surface[0], 1.25, 0.8, -0.6, 1.0, 0.7, 3, out)
-    np.testing.assert_array_equal(scour[0], scour[1])
-    assert (scour[0] > 1).any() and (scour[0] == 1).any()
+    for heading in ((0.8, -0.6), (1.0, 0.0), (-0.28, 0.96)):
+        scour = [np.zeros(columns, np.float32) for _ in range(2)]
+        for module, out in zip((ref, cpu), scour):
+            module.horseshoe_vortex(obstacles[0], 1.25, *heading, 1.0, 0.7, 2.5, 4, out)
+        np.testing.assert_array_equal(scour[0], scour[1])
+        assert (scour[0] > 1).any() and (scour[0] == 1).any()
     fluxes = [np.zeros(columns, np.float32) for _ in range(4)]
     rng = np.random.default_rng(seed)
     nz, (wny, wnx) = 4, columns
@@ -306,7 +314,7 @@ def test_separation_bubble_of_a_long_fence_is_about_12_heights_and_of_a_cube_und
 def _scour(column_height, cell=0.5, heading=(1.0, 0.0), module=ref):
     scour = np.zeros(column_height.shape, np.float32)
     module.horseshoe_vortex(column_height, cell, *heading, drift_model.VORTEX_REACH,
-                            drift_model.VORTEX_GAIN, 8, scour)
+                            drift_model.VORTEX_GAIN, drift_model.VORTEX_LEG, 8, scour)
     return scour
 
 
@@ -325,7 +333,13 @@ def test_horseshoe_vortex_wraps_the_windward_foot_and_sides_of_a_block_only(modu
     assert np.all(np.diff(scour[19, 20 - front:20]) > 0)     # growing toward the face
     assert (scour[18 - front + 1:18, 20:24] > 1).all()      # beside, both sides
     assert (scour[22:22 + front - 1, 20:24] > 1).all()
-    assert (scour[:, 24:] == 1).all()                       # the lee: none
+    assert (scour[18:22, 24:] == 1).all()                   # straight behind: none
+    legs = int(round(drift_model.VORTEX_LEG * 2.0 / 0.5))   # columns the legs trail
+    for row in (17, 22):                                    # the legs beside the lee
+        assert np.all(np.diff(scour[row, 23:23 + legs]) < 0)   # fading downwind
+    assert (scour[18 - front + 1:18, 24:23 + legs] > 1).all()
+    assert (scour[22:22 + front - 1, 24:23 + legs] > 1).all()
+    assert (scour[:, 23 + legs:] == 1).all()                # beyond them: none
     assert (scour[18:22, 20:24] == 1).all()                 # the block's top: none
     assert (scour[:10] == 1).all() and (scour[30:] == 1).all()
     # the heading turns it with the wind
@@ -341,40 +355,59 @@ def test_horseshoe_vortex_wraps_the_windward_foot_and_sides_of_a_block_only(modu
     assert (cliff[:, :-1] > 1.2).all()
 
 
-def test_horseshoe_vortex_scours_the_windward_corners_and_sides_of_a_block():
-    # saltation alone (a uniform 10 m/s surface wind along +x, no flakes) around a 2 m
-    # block on uniform snow: with the vortex the snow leaves the band's entry (in front of
-    # the windward face and around its corners, where the flux grows) and settles where
-    # the band ends past the lee face; without it nothing moves off the block.
+def _saltation_around_a_block(leg):
+    """Snow (m) after 40 steps of saltation alone (a uniform 10 m/s surface wind along +x
+    times the vortex's factor with legs ``leg`` H long, or 1 where ``leg`` is None; no
+    flakes) on 0.1 m of snow
+    around a 2 x 2 x 2 m block (x 10-12 m, y 9-11 m), and the volume it ends with."""
     spacing, cell = 0.25, 0.5
     height = np.zeros((81, 121), np.float32)
-    height[36:45, 40:49] = 2.0                        # the block, 2 x 2 m
-    columns = np.zeros((40, 60), np.float32)
+    height[36:45, 40:49] = 2.0
     has_surface = np.ones(height.shape, bool)
+    top, columns = np.zeros((40, 60), np.float32), np.zeros((40, 60), np.float32)
     ref.column_surface(height, np.zeros_like(height), has_surface, 0.0, 0.0, spacing, 0.0,
-                       0.0, cell, columns)
-    outcome = {}
-    for name, scour in (("vortex", _scour(columns)), ("none", np.ones_like(columns))):
-        wind_x = (np.float32(10.0) * scour).astype(np.float32)
-        wind_y = np.zeros_like(wind_x)
-        snow = np.full(height.shape, 0.1, np.float32)
-        spare, exported = np.zeros_like(snow), np.zeros_like(snow)
-        flux = [np.zeros_like(snow) for _ in range(2)]
-        ref.saltation_flux(wind_x, wind_y, 0.0, 0.0, cell, 0.0, 0.0, spacing, has_surface,
-                           0.066, 0.32, 0.05, 1.0, 0.0, *flux)
-        for _ in range(40):
-            ref.drift_transport(*flux, height, has_surface, snow, 0.04 / spacing, 0.2,
-                                spare, exported)
-            snow, spare = spare, snow
-        outcome[name] = snow
-        total = np.sum(snow, dtype=np.float64) + np.sum(exported, dtype=np.float64)
-        assert total == pytest.approx(0.1 * snow.size, rel=1e-5)     # volume stays exact
-    vortex, none = outcome["vortex"], outcome["none"]
-    assert vortex[31:36, 36:41].mean() < 0.085             # around the windward corner
-    assert vortex[37:44, 33:38].mean() < 0.085             # in front, short of the foot
-    assert vortex[28:36, 49:53].mean() > 0.11              # beside the lee corner
-    np.testing.assert_allclose(none[:, :39], 0.1, rtol=1e-6)
-    np.testing.assert_allclose(none[:34], 0.1, rtol=1e-6)
+                       0.0, cell, top)
+    ref_wind.obstacle_surface(height, np.zeros_like(height), 0.0, 0.0, spacing, 0.0, 0.0,
+                              cell, top, columns)
+    scour = np.ones_like(columns)
+    if leg is not None:
+        ref.horseshoe_vortex(columns, cell, 1.0, 0.0, drift_model.VORTEX_REACH,
+                             drift_model.VORTEX_GAIN, leg, 8, scour)
+    wind_x = (np.float32(10.0) * scour).astype(np.float32)
+    snow = np.full(height.shape, 0.1, np.float32)
+    spare, exported = np.zeros_like(snow), np.zeros_like(snow)
+    flux = [np.zeros_like(snow) for _ in range(2)]
+    ref.saltation_flux(wind_x, np.zeros_like(wind_x), 0.0, 0.0, cell, 0.0, 0.0, spacing,
+                       has_surface, 0.066, 0.32, 0.05, 1.0, 0.0, *flux)
+    for _ in range(40):
+        ref.drift_transport(*flux, height, has_surface, snow, 0.04 / spacing, 0.2, spare,
+                            exported)
+        snow, spare = spare, snow
+    total = np.sum(snow, dtype=np.float64) + np.sum(exported, dtype=np.float64)
+    return snow, total / (0.1 * snow.size)
+
+
+def test_horseshoe_vortex_scours_the_windward_corners_and_its_legs_carry_the_snow_on():
+    # with the vortex the snow leaves the band's entry (in front of the windward face and
+    # around its corners, where the flux grows); its legs carry it on past the lee corner
+    # and let it settle along them, where a band that stopped at the lee face piled it
+    # beside the lee corner
+    snow, kept = _saltation_around_a_block(drift_model.VORTEX_LEG)
+    assert kept == pytest.approx(1.0, rel=1e-5)                   # volume stays exact
+    assert snow[31:36, 36:41].mean() < 0.085                    # around the windward corner
+    assert snow[37:44, 33:38].mean() < 0.085                    # in front, short of the foot
+    assert snow[28:36, 49:53].max() < 0.12                      # no pile at the lee corner
+    assert snow[28:36, 49:66].mean() > 0.1025                   # settled along the leg
+    stopped, _ = _saltation_around_a_block(0.0)
+    assert stopped[28:36, 49:53].max() > 0.14                   # the band that stops: a pile
+    assert stopped[28:36, 49:66].mean() < 0.1025
+
+
+def test_saltation_without_the_vortex_moves_no_snow_off_a_block():
+    snow, kept = _saltation_around_a_block(None)
+    assert kept == pytest.approx(1.0, rel=1e-5)
+    np.testing.assert_allclose(snow[:, :39], 0.1, rtol=1e-6)
+    np.testing.assert_allclose(snow[:34], 0.1, rtol=1e-6)
 
 
 @pytest.mark.slow

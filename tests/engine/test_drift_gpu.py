@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from snowfall.kernels.reference import drift as ref
+from snowfall.kernels.reference import wind as ref_wind
 
 pytestmark = pytest.mark.gpu
 
@@ -93,11 +94,21 @@ def test_cuda_shelter_kernels_match_reference(gpu_backend, seed):
     for a, e in zip(device_flux, flux):
         np.testing.assert_array_equal(xp.asnumpy(a), e)
 
-    scour = np.zeros(columns, np.float32)
-    ref.horseshoe_vortex(surface, 1.45, 0.8, -0.6, 1.0, 0.7, 4, scour)
-    device_scour = xp.full(columns, 9.0, xp.float32)
-    gd.horseshoe_vortex(device_surface, 1.45, 0.8, -0.6, 1.0, 0.7, 4, device_scour)
-    np.testing.assert_array_equal(xp.asnumpy(device_scour), scour)
+    obstacles = np.zeros(columns, np.float32)
+    ref_wind.obstacle_surface(height, snow, *geometry, surface, obstacles)
+    device_obstacles = xp.full(columns, 9.0, xp.float32)
+    gpu_backend.kernel_module("wind").obstacle_surface(device_ground[0], device_ground[1],
+                                                       *geometry, device_surface,
+                                                       device_obstacles)
+    np.testing.assert_array_equal(xp.asnumpy(device_obstacles), obstacles)
+    assert (obstacles < surface).any()
+
+    for heading in ((0.8, -0.6), (1.0, 0.0), (-0.28, 0.96)):
+        scour = np.zeros(columns, np.float32)
+        ref.horseshoe_vortex(obstacles, 1.45, *heading, 1.0, 0.7, 2.5, 4, scour)
+        device_scour = xp.full(columns, 9.0, xp.float32)
+        gd.horseshoe_vortex(device_obstacles, 1.45, *heading, 1.0, 0.7, 2.5, 4, device_scour)
+        np.testing.assert_array_equal(xp.asnumpy(device_scour), scour)
     assert (scour > 1).any() and (scour == 1).any()
 
     nz, (wny, wnx) = 4, columns
