@@ -414,7 +414,7 @@ def run_scene(scene: Scene, backend: str, steps: int | None, flakes: int | None,
     books = {f.name: getattr(diag, f.name) for f in dataclasses.fields(diag)
              if isinstance(getattr(diag, f.name), (int, float)) and f.name not in ("step",)}
     deposited = books.get("deposited_volume", 0.0)
-    accounted = books.get("snow_volume", 0.0) + books.get("drifted_out_volume", 0.0)
+    accounted = books.get("snow_volume", 0.0)
     books["unaccounted_volume"] = deposited - accounted
     books["unaccounted_relative"] = (deposited - accounted) / deposited if deposited else None
     return {"scene": scene.name, "describe": scene.describe, "terrain": scene.terrain,
@@ -447,11 +447,10 @@ def report(result: dict) -> None:
         print(f"   {key}: {value}")
     b = result["books"]
     print(f"   books (m^3): deposited {b.get('deposited_volume', 0):.4g} = snow "
-          f"{b.get('snow_volume', 0):.4g} + drifted out {b.get('drifted_out_volume', 0):.4g}"
-          f" + unaccounted {b['unaccounted_volume']:.3g} (relative "
+          f"{b.get('snow_volume', 0):.4g} + unaccounted {b['unaccounted_volume']:.3g} (relative "
           f"{(b['unaccounted_relative'] or 0):.2e})")
     extra = {k: v for k, v in b.items() if k not in ("deposited_volume", "snow_volume",
-                                                      "drifted_out_volume", "unaccounted_volume",
+                                                      "unaccounted_volume",
                                                       "unaccounted_relative", "time", "hits")}
     if extra:
         print("   other diagnostics: " + ", ".join(f"{k} {v:.4g}" for k, v in extra.items()))

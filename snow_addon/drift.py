@@ -116,7 +116,8 @@ def check_roughness(settings, cell_size: float) -> None:
 class SnowDrift:
     """Saltation transport for one SnowCover and WindSolver. Buffers: the surface wind per
     wind column (ny_w, nx_w) and the flux per heightmap node (ny, nx), float32 m/s and
-    m^2/s; ``exported`` (ny, nx) float32 m of depth that left through the grid's edge."""
+    m^2/s. The transport wraps around the grid's edges as the flakes do, so the snow
+    volume stays in the grid."""
 
     def __init__(self, settings, cover, grid, backend, relief: float):
         check_roughness(settings, grid.cell_size)
@@ -129,7 +130,6 @@ class SnowDrift:
         shape = cover.heightmap_grid.shape
         self.flux_x = xp.zeros(shape, xp.float32)
         self.flux_y = xp.zeros(shape, xp.float32)
-        self.exported = xp.zeros(shape, xp.float32)
         self.column_top = xp.zeros((grid.ny, grid.nx), xp.float32)
         self.column_height = xp.zeros((grid.ny, grid.nx), xp.float32)
         self.bubble_top = xp.zeros((grid.ny, grid.nx), xp.float32)
@@ -148,7 +148,7 @@ class SnowDrift:
 
     @staticmethod
     def estimate_bytes(heightmap_grid, grid) -> int:
-        return 4 * (6 * grid.nx * grid.ny + 3 * heightmap_grid.nx * heightmap_grid.ny)
+        return 4 * (6 * grid.nx * grid.ny + 2 * heightmap_grid.nx * heightmap_grid.ny)
 
     def update_shelter(self, time: float) -> None:
         """Rebuild the top of the lee's separation bubble per wind column from the
@@ -203,13 +203,8 @@ class SnowDrift:
                          self.flux_scale, heading_x, heading_y, self.flux_x, self.flux_y,
                          c.height, c.snow_depth, self.bubble_top)
         k.drift_transport(self.flux_x, self.flux_y, c.height, c.has_surface, c.snow_depth,
-                          np.float32(dt / hm.spacing), c.threshold, c.spare_depth, self.exported)
+                          np.float32(dt / hm.spacing), c.threshold, c.spare_depth)
         c.snow_depth, c.spare_depth = c.spare_depth, c.snow_depth
-
-    def exported_volume(self) -> float:
-        """m^3 that left through the grid's edge (negative: more blew in)."""
-        total = self.backend.xp.sum(self.exported, dtype=self.backend.xp.float64)
-        return float(self.backend.to_host(total)) * self.cover.node_area
 
     def friction_velocity(self) -> np.ndarray:
         """Host (ny, nx) u* (m/s) of the latest step's surface wind (for plots and tests)."""
@@ -229,13 +224,11 @@ class SnowDrift:
     def state_dict(self) -> dict:
         host = self.backend.to_host
         return {name: np.array(host(getattr(self, name)), copy=True)
-                for name in ("exported", "bubble_top", "scour")}
+                for name in ("bubble_top", "scour")}
 
     def load_state_dict(self, state) -> None:
-        array = np.asarray(state.get("exported")) if "exported" in state else None
-        if array is None or array.shape != tuple(self.exported.shape) or array.dtype != np.float32:
-            raise SnowInputError("state", "the drift state lacks 'exported' of the heightmap's "
-                                 "shape", "a state saved with the same settings")
+        """Restore ``state_dict``'s arrays (a state saved before the transport wrapped around
+        also holds 'exported', the snow that had left through the edge: not needed)."""
         columns = {}
         for name in ("bubble_top", "scour"):
             value = np.asarray(state.get(name)) if name in state else None
@@ -243,6 +236,5 @@ class SnowDrift:
                 raise SnowInputError("state", f"the drift state lacks '{name}' of the wind "
                                      "grid's columns", "a state saved by this version")
             columns[name] = value
-        self.exported[...] = self.backend.asarray(array)
         for name, value in columns.items():
             getattr(self, name)[...] = self.backend.asarray(value)

@@ -43,9 +43,8 @@ class StepDiagnostics:
     hits: int = 0
     deposited_volume: float = 0.0
     snow_volume: float = 0.0
-    drifted_out_volume: float = 0.0
-    """m^3 the drift carried out through the grid's edge (net of what blew in); the books
-    balance as deposited_volume == snow_volume + drifted_out_volume."""
+    """m^3 of snow on the ground; the books balance as deposited_volume == snow_volume (the
+    drift wraps around the grid's edges, as the flakes do)."""
 
 
 @dataclass
@@ -221,9 +220,8 @@ class Simulation:
     def diagnostics(self) -> StepDiagnostics:
         """The last step's diagnostics (reads a few scalars from the device)."""
         hits = self.cover.hits() - int(self.backend.to_host(self._hit_total_before)[0])
-        exported = self.drift.exported_volume() if self.drift is not None else 0.0
         return StepDiagnostics(self.step_index, self.time, self._last_wind, hits,
-                               self.cover.deposited_volume(), self.cover.snow_volume(), exported)
+                               self.cover.deposited_volume(), self.cover.snow_volume())
 
     @property
     def stage_seconds(self) -> dict:

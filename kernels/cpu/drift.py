@@ -125,18 +125,21 @@ def _pair(q_low, q_high, snow_low, snow_high, surface_low, surface_high, courant
 
 
 @numba.njit(inline="always", cache=True)
-def _edge(q, snow, courant, inward_sign):
-    inward = np.float32(q * np.float32(inward_sign))
-    amount = min(np.float32(abs(q) * np.float32(courant)), np.float32(np.float32(0.25) * snow))
-    if inward > 0:
-        return amount
-    return -amount
+def _between(flux, snow_depth, height, has_surface, j0, i0, j1, i1, courant, max_rise):
+    """The pair transfer from node (j0, i0), the lower index, toward (j1, i1); 0 unless
+    both have a surface."""
+    if not (has_surface[j0, i0] and has_surface[j1, i1]):
+        return np.float32(0.0)
+    low, high = snow_depth[j0, i0], snow_depth[j1, i1]
+    return _pair(flux[j0, i0], flux[j1, i1], low, high, np.float32(height[j0, i0] + low),
+                 np.float32(height[j1, i1] + high), courant, max_rise)
 
 
 @numba.njit(parallel=True, cache=True)
 def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
-                    snow_out, exported):
-    """One pairwise transport step into snow_out; the edge's net outflow into exported."""
+                    snow_out):
+    """One pairwise transport step into snow_out; the grid wraps around (see the
+    reference)."""
     ny, nx = snow_depth.shape
     zero = np.float32(0.0)
     c = np.float32(courant)
@@ -144,39 +147,18 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
     for j in prange(ny):
         for i in range(nx):
             s = snow_depth[j, i]
-            here = np.float32(height[j, i] + s)
             if not has_surface[j, i]:
                 snow_out[j, i] = s
                 continue
-            # face values as the reference's fx / fy: positive toward +x (+y)
-            if i == 0:
-                left = _edge(flux_x[j, i], s, c, 1)
-            elif has_surface[j, i - 1]:
-                left = _pair(flux_x[j, i - 1], flux_x[j, i], snow_depth[j, i - 1], s,
-                             np.float32(height[j, i - 1] + snow_depth[j, i - 1]), here, c, r)
-            else:
-                left = zero
-            if i == nx - 1:
-                right = -_edge(flux_x[j, i], s, c, -1)
-            elif has_surface[j, i + 1]:
-                right = _pair(flux_x[j, i], flux_x[j, i + 1], s, snow_depth[j, i + 1], here,
-                              np.float32(height[j, i + 1] + snow_depth[j, i + 1]), c, r)
-            else:
-                right = zero
-            if j == 0:
-                down = _edge(flux_y[j, i], s, c, 1)
-            elif has_surface[j - 1, i]:
-                down = _pair(flux_y[j - 1, i], flux_y[j, i], snow_depth[j - 1, i], s,
-                             np.float32(height[j - 1, i] + snow_depth[j - 1, i]), here, c, r)
-            else:
-                down = zero
-            if j == ny - 1:
-                up = -_edge(flux_y[j, i], s, c, -1)
-            elif has_surface[j + 1, i]:
-                up = _pair(flux_y[j, i], flux_y[j + 1, i], s, snow_depth[j + 1, i], here,
-                           np.float32(height[j + 1, i] + snow_depth[j + 1, i]), c, r)
-            else:
-                up = zero
+            # face values as the reference's fx / fy: positive toward +x (+y); the
+            # neighbours wrap around the grid's edges
+            w, e = (i - 1) % nx, (i + 1) % nx
+            south, north = (j - 1) % ny, (j + 1) % ny
+            d, h, a = snow_depth, height, has_surface
+            left = _between(flux_x, d, h, a, j, w, j, i, c, r)
+            right = _between(flux_x, d, h, a, j, i, j, e, c, r)
+            down = _between(flux_y, d, h, a, south, i, j, i, c, r)
+            up = _between(flux_y, d, h, a, j, i, north, i, c, r)
             outflow = np.float32(max(-left, zero) + max(right, zero))
             outflow = np.float32(outflow + max(-down, zero))
             outflow = np.float32(outflow + max(up, zero))
@@ -184,17 +166,6 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
             inflow = np.float32(inflow + max(down, zero))
             inflow = np.float32(inflow + max(-up, zero))
             snow_out[j, i] = np.float32(max(np.float32(s - outflow), zero) + inflow)
-            edge = zero
-            if i == 0:
-                edge = np.float32(edge - left)
-            if i == nx - 1:
-                edge = np.float32(edge + right)
-            if j == 0:
-                edge = np.float32(edge - down)
-            if j == ny - 1:
-                edge = np.float32(edge + up)
-            exported[j, i] = np.float32(exported[j, i] + edge)
-
 
 
 @numba.njit(cache=True)

@@ -104,38 +104,26 @@ __device__ __forceinline__ float pair(float q_low, float q_high, float snow_low,
     return face > 0.0f ? amount : -amount;
 }
 
-__device__ __forceinline__ float edge(float q, float snow, float courant, float inward_sign) {
-    float inward = q * inward_sign;
-    float amount = fminf(fabsf(q) * courant, 0.25f * snow);
-    return inward > 0.0f ? amount : -amount;
-}
-
 extern "C" __global__ void drift_transport(const float* __restrict__ flux_x,
                                            const float* __restrict__ flux_y,
                                            const float* __restrict__ height,
                                            const bool* __restrict__ has_surface,
                                            const float* __restrict__ snow, float c, float r,
-                                           float* __restrict__ snow_out,
-                                           float* __restrict__ exported, int nx, int ny) {
+                                           float* __restrict__ snow_out, int nx, int ny) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nx * ny) return;
     int i = t % nx, j = t / nx;
     float s = snow[t];
     if (!has_surface[t]) { snow_out[t] = s; return; }
     float here = height[t] + s;
-    float left, right, down, up;
-    if (i == 0) left = edge(flux_x[t], s, c, 1.0f);
-    else if (has_surface[t - 1]) left = pair(flux_x[t - 1], flux_x[t], snow[t - 1], s, height[t - 1] + snow[t - 1], here, c, r);
-    else left = 0.0f;
-    if (i == nx - 1) right = -edge(flux_x[t], s, c, -1.0f);
-    else if (has_surface[t + 1]) right = pair(flux_x[t], flux_x[t + 1], s, snow[t + 1], here, height[t + 1] + snow[t + 1], c, r);
-    else right = 0.0f;
-    if (j == 0) down = edge(flux_y[t], s, c, 1.0f);
-    else if (has_surface[t - nx]) down = pair(flux_y[t - nx], flux_y[t], snow[t - nx], s, height[t - nx] + snow[t - nx], here, c, r);
-    else down = 0.0f;
-    if (j == ny - 1) up = -edge(flux_y[t], s, c, -1.0f);
-    else if (has_surface[t + nx]) up = pair(flux_y[t], flux_y[t + nx], s, snow[t + nx], here, height[t + nx] + snow[t + nx], c, r);
-    else up = 0.0f;
+    // the neighbours wrap around the grid's edges
+    int w = j * nx + (i == 0 ? nx - 1 : i - 1), e = j * nx + (i == nx - 1 ? 0 : i + 1);
+    int south = (j == 0 ? ny - 1 : j - 1) * nx + i, north = (j == ny - 1 ? 0 : j + 1) * nx + i;
+    float left = 0.0f, right = 0.0f, down = 0.0f, up = 0.0f;
+    if (has_surface[w]) left = pair(flux_x[w], flux_x[t], snow[w], s, height[w] + snow[w], here, c, r);
+    if (has_surface[e]) right = pair(flux_x[t], flux_x[e], s, snow[e], here, height[e] + snow[e], c, r);
+    if (has_surface[south]) down = pair(flux_y[south], flux_y[t], snow[south], s, height[south] + snow[south], here, c, r);
+    if (has_surface[north]) up = pair(flux_y[t], flux_y[north], s, snow[north], here, height[north] + snow[north], c, r);
     float outflow = fmaxf(-left, 0.0f) + fmaxf(right, 0.0f);
     outflow = outflow + fmaxf(-down, 0.0f);
     outflow = outflow + fmaxf(up, 0.0f);
@@ -143,12 +131,6 @@ extern "C" __global__ void drift_transport(const float* __restrict__ flux_x,
     inflow = inflow + fmaxf(down, 0.0f);
     inflow = inflow + fmaxf(-up, 0.0f);
     snow_out[t] = fmaxf(s - outflow, 0.0f) + inflow;
-    float e = 0.0f;
-    if (i == 0) e = e - left;
-    if (i == nx - 1) e = e + right;
-    if (j == 0) e = e - down;
-    if (j == ny - 1) e = e + up;
-    exported[t] = exported[t] + e;
 }
 
 __device__ __forceinline__ int column_index(float c, float origin, float cell_size, int count) {
@@ -310,12 +292,13 @@ def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, sp
 
 
 def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
-                    snow_out, exported):
-    """One pairwise transport step into snow_out; the edge's net outflow into exported."""
+                    snow_out):
+    """One pairwise transport step into snow_out; the grid wraps around (see the
+    reference)."""
     ny, nx = snow_depth.shape
     _kernel("drift_transport")(blocks(nx * ny), (LAUNCH_BLOCK,), (
         flux_x, flux_y, height, has_surface, snow_depth, np.float32(courant),
-        np.float32(max_rise), snow_out, exported, np.int32(nx), np.int32(ny)))
+        np.float32(max_rise), snow_out, np.int32(nx), np.int32(ny)))
 
 
 def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, cell_size,

@@ -24,7 +24,7 @@ def _bake(backend):
     last = sim.step(STEPS)
     return {"positions": sim.flake_positions(), "velocities": sim.flake_velocities(),
             "respawns": sim.flake_respawn_counts(), "snow_depth": sim.snow_depth(),
-            "snow_volume": last.snow_volume + last.drifted_out_volume,
+            "snow_volume": last.snow_volume,
             "deposited": last.deposited_volume,
             "hits": last.hits, "divergence_after": last.wind.divergence_after}
 
