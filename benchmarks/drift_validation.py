@@ -257,6 +257,15 @@ def measure_cube(sim, scene):
                    [-0.5 * H, 0.5 * H])
     sides = zone("sides 0-0.5 H out, along the block", (side >= 0) & (side < 0.5)
                  & (xx >= -b + 0.5 * H) & (xx <= b), [0, 0.5], [0, 0.5 * H])
+    # the same corners and sides split as the field's pattern is: a scoop next to the
+    # block, drifts further out (Oikawa et al.); the corner squares without their quarter
+    # in front of the windward face, which is the face's deposit zone
+    outside = zone("windward corners, outside the block's width", (np.abs(xx + b) <= 0.5 * H)
+                   & (ay > b) & (ay - b <= 0.5 * H), [-0.5, 0.5], [-0.5 * H, 0.5 * H])
+    scoop = zone("sides 0-0.25 H out, along the block", (side >= 0) & (side < 0.25)
+                 & (xx >= -b + 0.5 * H) & (xx <= b), [0, 0.25], [0, 0.25 * H])
+    beside = zone("sides 0.25-0.75 H out, along the block", (side >= 0.25) & (side < 0.75)
+                  & (xx >= -b + 0.5 * H) & (xx <= b), [0.25, 0.75], [0.25 * H, 0.75 * H])
     zone("lee 0-1 H, |y| <= B/2", (down >= 0) & (down < 1) & (ay <= b), [0, 1], [0, H])
     lee = zone("lee 1-3 H, |y| <= B/2", (down >= 1) & (down < 3) & (ay <= b), [1, 3],
                [H, 3 * H])
@@ -267,6 +276,9 @@ def measure_cube(sim, scene):
         "windward_face_over_far": _over(front, reference),
         "corners_over_far": _over(corners, reference),
         "sides_over_far": _over(sides, reference),
+        "corners_outside_over_far": _over(outside, reference),
+        "sides_0_025H_over_far": _over(scoop, reference),
+        "sides_025_075H_over_far": _over(beside, reference),
         "lee_1_3H_over_far": _over(lee, reference),
         "literature": "Oikawa et al. 2007, Beyers et al. 2004, Tominaga et al. 2011: erosion "
                       "around the windward corners and along the sides (< 1), deposition "
