@@ -50,6 +50,7 @@ def draw_snowfall(layout, context):
     col.prop(props, "gust_strength")
     col.prop(props, "gust_period")
     col.prop(props, "gust_direction_jitter")
+    col.prop(props, "wind_mixing")
     box = col.box()
     box.label(text="Drift")
     box.prop(props, "drift_enabled")

@@ -37,6 +37,7 @@ _DEFAULTS = SnowSettings()
 _DRIFT_STRENGTH = getattr(_DEFAULTS, "drift_strength", 1.0)
 _ROUGHNESS_LENGTH = getattr(_DEFAULTS, "roughness_length", 5e-4)
 _TURBULENCE = getattr(_DEFAULTS, "turbulence", 1.0)
+_WIND_MIXING = getattr(_DEFAULTS, "wind_mixing", 1.0)
 
 
 def _is_mesh(_self, obj):
@@ -118,6 +119,11 @@ class SnowfallSettings(bpy.types.PropertyGroup):
         precision=5, subtype="DISTANCE", unit="LENGTH",
         description="Aerodynamic roughness z0 of the snow surface (log wind profile), "
                     "typically 0.0001 to 0.001 m")
+    wind_mixing: FloatProperty(
+        name="Wind Mixing", default=_WIND_MIXING, min=0.0, max=10.0, soft_max=3.0,
+        description="Multiplier on the wind's turbulent mixing (eddy viscosity): fast air "
+                    "mixes down behind fences and blocks, so their wakes close again "
+                    "(0 = inviscid wind, whose wakes keep growing)")
     turbulence: FloatProperty(
         name="Turbulence", default=_TURBULENCE, min=0.0, max=100.0, soft_max=5.0,
         description="Multiplier on the near-ground eddies that swirl the flakes and mix them "

@@ -12,10 +12,8 @@ import math
 import numpy as np
 
 from .errors import SnowInputError
-from .wind import base_wind
+from .wind import KARMAN, MIXING_HEIGHT, base_wind  # noqa: F401 (one home: the wind's)
 
-KARMAN = 0.41
-"""von Karman's constant."""
 AIR_DENSITY = 1.23
 """kg/m^3, air near 0 C."""
 SALTATION_COEFFICIENT = 0.68
@@ -47,9 +45,6 @@ time between them, so flakes swirl smoothly): with node values of variance 2 K /
 the flakes spread with the surface layer's eddy diffusivity K = kappa u* l (l: the mixing
 length, see kernels.reference.flakes; the random displacement model's spread, Wilson and
 Sawford 1996, without a random jump per frame)."""
-MIXING_HEIGHT = 10.0
-"""m above the ground where the mixing length stops growing with height (the surface
-layer's top for the scenes' storms)."""
 
 GRAIN_FALL_SPEED = 0.3
 """m/s: the terminal fall speed of lifted (blowing) snow. Wind breaks the crystals it

@@ -91,6 +91,12 @@ class SnowSettings:
     crest) or "voxels" (a cell is solid when its centre lies below the terrain: a
     staircase, whose corners slow the wind over crests and band it on slopes; the
     engine's model before cut cells). docs/wind_solver.md compares them."""
+    wind_mixing: float = 1.0
+    """Multiplier on the mixing length of the wind's eddy viscosity (nu = l^2 |S|, l =
+    kappa z up to 10 m, Prandtl's mixing length): the turbulence the grid does not
+    resolve mixes fast air down into wakes, so the lee of a fence or a block recovers
+    (1 = the log law's length; 0 = the theses' inviscid Euler wind, whose wakes never
+    close). docs/wind_solver.md."""
     pressure_tolerance: float = 1e-4
     """Relative residual ||b - A p|| / ||b|| at which the pressure solve stops."""
     pressure_max_iterations: int = 100
@@ -222,6 +228,7 @@ class SnowSettings:
         if self.wind_boundary not in WIND_BOUNDARIES:
             raise SnowInputError("wind_boundary", f"unknown boundary {self.wind_boundary!r}",
                                  " or ".join(repr(s) for s in WIND_BOUNDARIES))
+        finite("wind_mixing", 1.0, 0.0, 10.0)
         finite("pressure_tolerance", 1e-4, 0.0, 0.5, low_open=True)
         positive_int("pressure_max_iterations", 100)
         positive_int("obstacle_refresh_steps", 24)

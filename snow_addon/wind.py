@@ -1,8 +1,9 @@
-"""The wind solver: incompressible inviscid (Euler) flow on the MAC grid, density 1.
+"""The wind solver: incompressible flow on the MAC grid, density 1.
 
 One step: self-advection (semi-Lagrangian with a MacCormack correction, sampling only
 open faces so that obstacles are free-slip) with the boundary conditions (inflow sides,
-outflow sides, ground, lid, obstacles), divergence, pressure Poisson solve
+outflow sides, ground, lid, obstacles), the eddy viscosity's diffusion (Prandtl's
+mixing length; wind_mixing), divergence, pressure Poisson solve
 (multigrid-preconditioned CG to a relative tolerance, or the theses' fixed five
 red-black SOR sweeps), projection. See docs/wind_solver.md for the model and the
 numbers behind it.
@@ -43,6 +44,17 @@ EXTRAPOLATE_PRESSURE = True
 READ_AHEAD_HISTORY = 8
 
 F32 = np.float32
+
+KARMAN = 0.41
+"""von Karman's constant."""
+MIXING_HEIGHT = 10.0
+"""m above the ground where the mixing length stops growing with height (the surface
+layer's top for the scenes' storms): the wind's eddy viscosity and the flakes' eddies."""
+MIXING_STABILITY = 0.125
+"""Largest eddy viscosity as a share of h^2 / dt: the explicit diffusion step stays
+monotone (6 neighbours x 0.125 < 1). Where l^2 |S| is larger (the shear layer over a
+fence at 0.5 m cells) the cap is the viscosity; docs/wind_solver.md says how much that
+matters."""
 
 
 class WindStepInfo:
@@ -317,6 +329,10 @@ class WindSolver:
         # the semi-Lagrangian result the MacCormack correction starts from
         self._advected = ((xp.zeros(u_shape, F32), xp.zeros(v_shape, F32), xp.zeros(w_shape, F32))
                           if settings.advection == "maccormack" else None)
+        self.mixing = KARMAN * float(settings.wind_mixing)
+        """The eddy viscosity's mixing length per metre of height (kappa * wind_mixing)."""
+        self.eddy_viscosity = xp.zeros(shape, F32) if self.mixing > 0 else None
+        """nu (m^2/s) of each cell at the latest step (None with wind_mixing = 0)."""
         self.pressure = xp.zeros(shape, F32)
         # the pressure of the step before: the warm start extrapolates 2 p_n - p_(n-1)
         self.pressure_previous = xp.zeros(shape, F32)
@@ -374,8 +390,9 @@ class WindSolver:
         # pressure, previous pressure, rhs, divergence, 4 CG vectors; solid and open blocks
         # plus the CG scalars (float64); the highest surface and block top per column
         buffers = 4 if settings.advection == "maccormack" else 3
+        mixing = 4 * cells if float(settings.wind_mixing) > 0 else 0  # the eddy viscosity
         return (total + 4 * buffers * faces + 4 * 8 * cells + 2 * cells + 8 * SCALAR_SLOTS
-                + 8 * grid.nx * grid.ny)
+                + 8 * grid.nx * grid.ny + mixing)
 
     # --- inputs ------------------------------------------------------------------------
     def inflow(self, time: float) -> tuple[float, float]:
@@ -475,6 +492,8 @@ class WindSolver:
                                          blocks=self._open_blocks)
         self._next = (self.u, self.v, self.w)
         self.u, self.v, self.w = un, vn, wn
+        if self.eddy_viscosity is not None:
+            self._mix(dt)
         self._ensure_coefficients(sides)
 
         # A p = -(h^2 / dt) div u  makes  u -= (dt / h) * grad_h p  divergence free
@@ -497,6 +516,22 @@ class WindSolver:
         maxima = self._scalars[kp.DIVERGENCE_BEFORE:kp.DIVERGENCE_AFTER + 1].copy()
         return WindStepInfo(iterations, relative, converged, (vx, vy), maxima,
                             self.backend.to_host, before_scale=dt / (h * h))
+
+    def _mix(self, dt: float) -> None:
+        """The eddy viscosity's diffusion over ``dt`` s, between advection and projection:
+        nu = l^2 |S| of the advected wind (l = mixing * the height above the column's
+        surface, at most MIXING_HEIGHT; nu at most MIXING_STABILITY h^2 / dt), then one
+        explicit step into the spare buffers, which become the wind."""
+        g = self.grid
+        h = float(g.cell_size)
+        self._wind.eddy_viscosity(self.u, self.v, self.w, self.solid, self._column_top,
+                                  float(g.z0), h, self.mixing, MIXING_HEIGHT,
+                                  MIXING_STABILITY * h * h / dt, self.eddy_viscosity)
+        un, vn, wn = self._next
+        self._wind.diffuse_velocity(self.u, self.v, self.w, self.fractions, self.eddy_viscosity,
+                                    dt / (h * h), un, vn, wn)
+        self._next = (self.u, self.v, self.w)
+        self.u, self.v, self.w = un, vn, wn
 
     def _ensure_coefficients(self, sides: int) -> None:
         """(Re)build the face coefficients of every level when the obstacles or the inflow

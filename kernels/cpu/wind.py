@@ -486,3 +486,151 @@ def project(u, v, w, pressure, coef_x, coef_y, coef_z, scale):
             c = np.float32(coef_z[k, j, i])
             if c != 0:
                 w[k, j, i] = w[k, j, i] - s * (_p(pressure, k, j, i) - _p(pressure, k - 1, j, i))
+
+
+# --- turbulent mixing (see the reference for the model) -----------------------------------
+@numba.njit(inline="always", cache=True)
+def _cross(qm, q, qp, ok_m, ok_p, inv_h, half_inv_h):
+    if ok_m and ok_p:
+        return np.float32(np.float32(qp - qm) * half_inv_h)
+    if ok_p:
+        return np.float32(np.float32(qp - q) * inv_h)
+    if ok_m:
+        return np.float32(np.float32(q - qm) * inv_h)
+    return np.float32(0.0)
+
+
+@numba.njit(inline="always", cache=True)
+def _centre(u, v, w, k, j, i):
+    half = np.float32(0.5)
+    return (np.float32(half * np.float32(u[k, j, i] + u[k, j, i + 1])),
+            np.float32(half * np.float32(v[k, j, i] + v[k, j + 1, i])),
+            np.float32(half * np.float32(w[k, j, i] + w[k + 1, j, i])))
+
+
+@numba.njit(inline="always", cache=True)
+def _axis_gradient(u, v, w, solid, k, j, i, dk, dj, di, uc, vc, wc, inv_h, half_inv_h):
+    """The centred (u, v, w)'s derivatives along the axis (dk, dj, di) at cell (k, j, i)."""
+    nz, ny, nx = solid.shape
+    zero = np.float32(0.0)
+    km, jm, im = k - dk, j - dj, i - di
+    kp, jp, ip = k + dk, j + dj, i + di
+    ok_m = km >= 0 and jm >= 0 and im >= 0 and solid[km, jm, im] == 0
+    ok_p = kp < nz and jp < ny and ip < nx and solid[kp, jp, ip] == 0
+    um, vm, wm = _centre(u, v, w, km, jm, im) if ok_m else (zero, zero, zero)
+    up, vp, wp = _centre(u, v, w, kp, jp, ip) if ok_p else (zero, zero, zero)
+    return (_cross(um, uc, up, ok_m, ok_p, inv_h, half_inv_h),
+            _cross(vm, vc, vp, ok_m, ok_p, inv_h, half_inv_h),
+            _cross(wm, wc, wp, ok_m, ok_p, inv_h, half_inv_h))
+
+
+@numba.njit(parallel=True, cache=True)
+def _eddy_viscosity(u, v, w, solid, column_top, z0, h, mixing, mixing_height, limit, out):
+    nz, ny, nx = solid.shape
+    inv_h = np.float32(np.float32(1.0) / h)
+    half_inv_h = np.float32(np.float32(0.5) * inv_h)
+    zero = np.float32(0.0)
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        cz = np.float32(z0 + np.float32(np.float32(np.float32(k) + np.float32(0.5)) * h))
+        for i in range(nx):
+            if solid[k, j, i] != 0:
+                out[k, j, i] = zero
+                continue
+            uc, vc, wc = _centre(u, v, w, k, j, i)
+            # d/dz, d/dy, d/dx of the centred (u, v, w)
+            uz, vz, wz = _axis_gradient(u, v, w, solid, k, j, i, 1, 0, 0, uc, vc, wc, inv_h,
+                                        half_inv_h)
+            uy, vy, wy = _axis_gradient(u, v, w, solid, k, j, i, 0, 1, 0, uc, vc, wc, inv_h,
+                                        half_inv_h)
+            ux, vx, wx = _axis_gradient(u, v, w, solid, k, j, i, 0, 0, 1, uc, vc, wc, inv_h,
+                                        half_inv_h)
+            dudx = np.float32(np.float32(u[k, j, i + 1] - u[k, j, i]) * inv_h)
+            dvdy = np.float32(np.float32(v[k, j + 1, i] - v[k, j, i]) * inv_h)
+            dwdz = np.float32(np.float32(w[k + 1, j, i] - w[k, j, i]) * inv_h)
+            sxy = np.float32(uy + vx)
+            sxz = np.float32(uz + wx)
+            syz = np.float32(vz + wy)
+            normal = np.float32(np.float32(dudx * dudx) + np.float32(dvdy * dvdy))
+            normal = np.float32(normal + np.float32(dwdz * dwdz))
+            s2 = np.float32(np.float32(np.float32(2.0) * normal) + np.float32(sxy * sxy))
+            s2 = np.float32(s2 + np.float32(sxz * sxz))
+            s2 = np.float32(s2 + np.float32(syz * syz))
+            rate = np.float32(np.sqrt(s2))
+            height = np.float32(cz - column_top[j, i])
+            height = min(max(height, zero), mixing_height)
+            length = np.float32(mixing * height)
+            nu = np.float32(np.float32(length * length) * rate)
+            out[k, j, i] = min(nu, limit)
+
+
+def eddy_viscosity(u, v, w, solid, column_top, z0, cell_size, mixing, mixing_height, limit,
+                   out):
+    """out = the cells' eddy viscosity nu (m^2/s), l^2 |S| (see the reference)."""
+    f = np.float32
+    _eddy_viscosity(u, v, w, solid, column_top, f(z0), f(cell_size), f(mixing),
+                    f(mixing_height), f(limit), out)
+
+
+@numba.njit(inline="always", cache=True)
+def _face_laplacian(c, fraction, k, j, i):
+    """Sum over the six neighbour faces (x-, x+, y-, y+, z-, z+) that exist and are open
+    of their difference to c[k, j, i]."""
+    nk, nj, ni = c.shape
+    centre = c[k, j, i]
+    total = np.float32(0.0)
+    if i > 0 and fraction[k, j, i - 1] > 0:
+        total = np.float32(total + np.float32(c[k, j, i - 1] - centre))
+    if i < ni - 1 and fraction[k, j, i + 1] > 0:
+        total = np.float32(total + np.float32(c[k, j, i + 1] - centre))
+    if j > 0 and fraction[k, j - 1, i] > 0:
+        total = np.float32(total + np.float32(c[k, j - 1, i] - centre))
+    if j < nj - 1 and fraction[k, j + 1, i] > 0:
+        total = np.float32(total + np.float32(c[k, j + 1, i] - centre))
+    if k > 0 and fraction[k - 1, j, i] > 0:
+        total = np.float32(total + np.float32(c[k - 1, j, i] - centre))
+    if k < nk - 1 and fraction[k + 1, j, i] > 0:
+        total = np.float32(total + np.float32(c[k + 1, j, i] - centre))
+    return total
+
+
+@numba.njit(inline="always", cache=True)
+def _diffused(c, fraction, nu_a, nu_b, scale, k, j, i):
+    nu_face = np.float32(np.float32(0.5) * np.float32(nu_a + nu_b))
+    step = np.float32(np.float32(scale * nu_face) * _face_laplacian(c, fraction, k, j, i))
+    return np.float32(c[k, j, i] + step)
+
+
+@numba.njit(parallel=True, cache=True)
+def _diffuse_velocity(u, v, w, fu, fv, fw, nu, scale, u_out, v_out, w_out):
+    nz, ny, nx = nu.shape
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx + 1):
+            if 0 < i < nx and fu[k, j, i] > 0:
+                u_out[k, j, i] = _diffused(u, fu, nu[k, j, i - 1], nu[k, j, i], scale, k, j, i)
+            else:
+                u_out[k, j, i] = u[k, j, i]
+    for kj in prange(nz * (ny + 1)):
+        k = kj // (ny + 1)
+        j = kj % (ny + 1)
+        for i in range(nx):
+            if 0 < j < ny and fv[k, j, i] > 0:
+                v_out[k, j, i] = _diffused(v, fv, nu[k, j - 1, i], nu[k, j, i], scale, k, j, i)
+            else:
+                v_out[k, j, i] = v[k, j, i]
+    for kj in prange((nz + 1) * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            if 0 < k < nz and fw[k, j, i] > 0:
+                w_out[k, j, i] = _diffused(w, fw, nu[k - 1, j, i], nu[k, j, i], scale, k, j, i)
+            else:
+                w_out[k, j, i] = w[k, j, i]
+
+
+def diffuse_velocity(u, v, w, fractions, nu, scale, u_out, v_out, w_out):
+    """One explicit step of the eddy viscosity's diffusion (see the reference)."""
+    _diffuse_velocity(u, v, w, *fractions, nu, np.float32(scale), u_out, v_out, w_out)

@@ -130,6 +130,14 @@ __device__ __forceinline__ float interior(const float* __restrict__ field, const
     return fminf(fmaxf(value, low), high);
 }
 
+// one thread per cell (k, j, i) = t
+#define CELL3                                                             \
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;                  \
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;                  \
+    const int k = blockIdx.z;                                             \
+    if (i >= nx || j >= ny) return;                                       \
+    const int t = (k * ny + j) * nx + i;
+
 // The face kernels run one thread per (i, j, k) of an (nx + 1) x (ny + 1) x (nz + 1) 3D
 // launch (x fastest, one z slice per block) and handle the u, v and w faces with those
 // indices that exist: no index division, coalesced rows in all three arrays. 32-bit
@@ -264,11 +272,7 @@ extern "C" __global__ void divergence(const float* __restrict__ u, const float* 
                                       const float* __restrict__ fu, const float* __restrict__ fv,
                                       const float* __restrict__ fw, float s,
                                       float* __restrict__ out, int nx, int ny, int nz) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    const int j = blockIdx.y * blockDim.y + threadIdx.y;
-    const int k = blockIdx.z;
-    if (i >= nx || j >= ny) return;
-    const int t = (k * ny + j) * nx + i;
+    CELL3
     const int cu = t + k * ny + j;   // (k, j, i) in u
     const int cv = t + k * nx;       // (k, j, i) in v
     float x = __ldg(fu + cu + 1) * __ldg(u + cu + 1) - __ldg(fu + cu) * __ldg(u + cu);
@@ -532,6 +536,131 @@ extern "C" __global__ void solid_from_heightmap(const float* __restrict__ height
         solid[((long long)k * ny + j) * nx + i] = cz < ground ? 1 : 0;
     }
 }
+
+// --- turbulent mixing (see the reference for the model) ---------------------------------
+__device__ __forceinline__ float cross_derivative(float qm, float q, float qp, bool ok_m,
+                                                  bool ok_p, float inv_h, float half_inv_h) {
+    if (ok_m && ok_p) return (qp - qm) * half_inv_h;
+    if (ok_p) return (qp - q) * inv_h;
+    if (ok_m) return (q - qm) * inv_h;
+    return 0.0f;
+}
+
+// the centred wind of cell (k, j, i)
+__device__ __forceinline__ float3 centre_wind(const float* __restrict__ u,
+                                              const float* __restrict__ v,
+                                              const float* __restrict__ w,
+                                              int nx, int ny, int k, int j, int i) {
+    const int t = (k * ny + j) * nx + i;
+    const int cu = t + k * ny + j, cv = t + k * nx;
+    return make_float3(0.5f * (__ldg(u + cu) + __ldg(u + cu + 1)),
+                       0.5f * (__ldg(v + cv) + __ldg(v + cv + nx)),
+                       0.5f * (__ldg(w + t) + __ldg(w + t + ny * nx)));
+}
+
+// the centred wind's derivatives along the axis (dk, dj, di) at cell (k, j, i)
+__device__ __forceinline__ float3 axis_gradient(const float* __restrict__ u,
+                                                const float* __restrict__ v,
+                                                const float* __restrict__ w,
+                                                const unsigned char* __restrict__ solid,
+                                                int nx, int ny, int nz, int k, int j, int i,
+                                                int dk, int dj, int di, float3 c,
+                                                float inv_h, float half_inv_h) {
+    const int km = k - dk, jm = j - dj, im = i - di, kp = k + dk, jp = j + dj, ip = i + di;
+    const bool ok_m = km >= 0 && jm >= 0 && im >= 0 && solid[(km * ny + jm) * nx + im] == 0;
+    const bool ok_p = kp < nz && jp < ny && ip < nx && solid[(kp * ny + jp) * nx + ip] == 0;
+    const float3 zero = make_float3(0.0f, 0.0f, 0.0f);
+    const float3 m = ok_m ? centre_wind(u, v, w, nx, ny, km, jm, im) : zero;
+    const float3 p = ok_p ? centre_wind(u, v, w, nx, ny, kp, jp, ip) : zero;
+    return make_float3(cross_derivative(m.x, c.x, p.x, ok_m, ok_p, inv_h, half_inv_h),
+                       cross_derivative(m.y, c.y, p.y, ok_m, ok_p, inv_h, half_inv_h),
+                       cross_derivative(m.z, c.z, p.z, ok_m, ok_p, inv_h, half_inv_h));
+}
+
+extern "C" __global__ void eddy_viscosity(const float* __restrict__ u, const float* __restrict__ v,
+                                          const float* __restrict__ w,
+                                          const unsigned char* __restrict__ solid,
+                                          const float* __restrict__ column_top, float z0, float h,
+                                          float mixing, float mixing_height, float limit,
+                                          float* __restrict__ out, int nx, int ny, int nz) {
+    CELL3
+    if (solid[t] != 0) { out[t] = 0.0f; return; }
+    const float inv_h = 1.0f / h;
+    const float half_inv_h = 0.5f * inv_h;
+    const float3 c = centre_wind(u, v, w, nx, ny, k, j, i);
+    const float3 dz = axis_gradient(u, v, w, solid, nx, ny, nz, k, j, i, 1, 0, 0, c, inv_h, half_inv_h);
+    const float3 dy = axis_gradient(u, v, w, solid, nx, ny, nz, k, j, i, 0, 1, 0, c, inv_h, half_inv_h);
+    const float3 dx = axis_gradient(u, v, w, solid, nx, ny, nz, k, j, i, 0, 0, 1, c, inv_h, half_inv_h);
+    const int cu = t + k * ny + j, cv = t + k * nx;
+    const float dudx = (__ldg(u + cu + 1) - __ldg(u + cu)) * inv_h;
+    const float dvdy = (__ldg(v + cv + nx) - __ldg(v + cv)) * inv_h;
+    const float dwdz = (__ldg(w + t + ny * nx) - __ldg(w + t)) * inv_h;
+    const float sxy = dy.x + dx.y, sxz = dz.x + dx.z, syz = dz.y + dy.z;
+    float normal = dudx * dudx + dvdy * dvdy;
+    normal = normal + dwdz * dwdz;
+    float s2 = 2.0f * normal + sxy * sxy;
+    s2 = s2 + sxz * sxz;
+    s2 = s2 + syz * syz;
+    const float rate = sqrtf(s2);
+    const float cz = z0 + ((float)k + 0.5f) * h;
+    const float height = fminf(fmaxf(cz - column_top[j * nx + i], 0.0f), mixing_height);
+    const float length = mixing * height;
+    out[t] = fminf(length * length * rate, limit);
+}
+
+// the sum over the six neighbour faces (x-, x+, y-, y+, z-, z+) of face (k, j, i) of an
+// ni x nj x nk face array that exist and are open, of their difference to it
+__device__ __forceinline__ float face_laplacian(const float* __restrict__ c,
+                                                const float* __restrict__ f,
+                                                int ni, int nj, int nk, int k, int j, int i) {
+    const long long t = ((long long)k * nj + j) * ni + i;
+    const float centre = __ldg(c + t);
+    float total = 0.0f;
+    if (i > 0 && __ldg(f + t - 1) > 0.0f) total = total + (__ldg(c + t - 1) - centre);
+    if (i < ni - 1 && __ldg(f + t + 1) > 0.0f) total = total + (__ldg(c + t + 1) - centre);
+    if (j > 0 && __ldg(f + t - ni) > 0.0f) total = total + (__ldg(c + t - ni) - centre);
+    if (j < nj - 1 && __ldg(f + t + ni) > 0.0f) total = total + (__ldg(c + t + ni) - centre);
+    const long long layer = (long long)ni * nj;
+    if (k > 0 && __ldg(f + t - layer) > 0.0f) total = total + (__ldg(c + t - layer) - centre);
+    if (k < nk - 1 && __ldg(f + t + layer) > 0.0f) total = total + (__ldg(c + t + layer) - centre);
+    return total;
+}
+
+__device__ __forceinline__ float diffused(const float* __restrict__ c, const float* __restrict__ f,
+                                          float nu_a, float nu_b, float scale,
+                                          int ni, int nj, int nk, int k, int j, int i) {
+    const float nu_face = 0.5f * (nu_a + nu_b);
+    const float step = (scale * nu_face) * face_laplacian(c, f, ni, nj, nk, k, j, i);
+    return __ldg(c + ((long long)k * nj + j) * ni + i) + step;
+}
+
+extern "C" __global__ void diffuse_velocity(const float* __restrict__ u, const float* __restrict__ v,
+                                            const float* __restrict__ w,
+                                            const float* __restrict__ fu, const float* __restrict__ fv,
+                                            const float* __restrict__ fw,
+                                            const float* __restrict__ nu, float scale,
+                                            float* __restrict__ uo, float* __restrict__ vo,
+                                            float* __restrict__ wo, int nx, int ny, int nz) {
+    FACE3
+    const int t = (k * ny + j) * nx + i;  // cell (k, j, i); may lie outside the grid
+    if (j < ny && k < nz) {
+        const int f = t + k * ny + j;
+        uo[f] = (i > 0 && i < nx && __ldg(fu + f) > 0.0f)
+            ? diffused(u, fu, __ldg(nu + t - 1), __ldg(nu + t), scale, nx + 1, ny, nz, k, j, i)
+            : __ldg(u + f);
+    }
+    if (i < nx && k < nz) {
+        const int f = t + k * nx;
+        vo[f] = (j > 0 && j < ny && __ldg(fv + f) > 0.0f)
+            ? diffused(v, fv, __ldg(nu + t - nx), __ldg(nu + t), scale, nx, ny + 1, nz, k, j, i)
+            : __ldg(v + f);
+    }
+    if (i < nx && j < ny) {
+        wo[t] = (k > 0 && k < nz && __ldg(fw + t) > 0.0f)
+            ? diffused(w, fw, __ldg(nu + t - ny * nx), __ldg(nu + t), scale, nx, ny, nz + 1, k, j, i)
+            : __ldg(w + t);
+    }
+}
 """
 
 _BLOCK = LAUNCH_BLOCK
@@ -678,4 +807,24 @@ def project(u, v, w, pressure, coef_x, coef_y, coef_z, scale):
     grid, block = _tiles(nx + 1, ny + 1, nz + 1)
     _kernel("project", coef_x)(grid, block, (
         u, v, w, pressure, coef_x, coef_y, coef_z, np.float32(scale),
+        np.int32(nx), np.int32(ny), np.int32(nz)))
+
+
+def eddy_viscosity(u, v, w, solid, column_top, z0, cell_size, mixing, mixing_height, limit,
+                   out):
+    """out = the cells' eddy viscosity nu (m^2/s), l^2 |S| (see the reference)."""
+    nz, ny, nx = out.shape
+    grid, block = _tiles(nx, ny, nz)
+    f = np.float32
+    _kernel("eddy_viscosity")(grid, block, (
+        u, v, w, solid, column_top, f(z0), f(cell_size), f(mixing), f(mixing_height), f(limit),
+        out, np.int32(nx), np.int32(ny), np.int32(nz)))
+
+
+def diffuse_velocity(u, v, w, fractions, nu, scale, u_out, v_out, w_out):
+    """One explicit step of the eddy viscosity's diffusion (see the reference)."""
+    nz, ny, nx = nu.shape
+    grid, block = _tiles(nx + 1, ny + 1, nz + 1)
+    _kernel("diffuse_velocity")(grid, block, (
+        u, v, w, *fractions, nu, np.float32(scale), u_out, v_out, w_out,
         np.int32(nx), np.int32(ny), np.int32(nz)))

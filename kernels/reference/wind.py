@@ -521,3 +521,123 @@ def project(u, v, w, pressure, coef_x, coef_y, coef_z, scale):
             (v, coef_y, p[1:-1, 1:, 1:-1] - p[1:-1, :-1, 1:-1]),
             (w, coef_z, p[1:, 1:-1, 1:-1] - p[:-1, 1:-1, 1:-1])):
         field -= np.where(np.asarray(coef) != 0, (s * gradient).astype(F32), F32(0.0))
+
+
+# --- turbulent mixing ---------------------------------------------------------------------
+# The mean wind feels the turbulence it does not resolve as an eddy viscosity nu (m^2/s):
+# Prandtl's mixing length, nu = l^2 |S|, l = mixing * d with d the height above the
+# column's surface (at most mixing_height) and |S| = sqrt(2 S_ij S_ij) the strain rate of
+# the cell-centred wind, nu at most ``limit`` (the explicit diffusion's stability). The
+# derivatives across cells are central, one-sided next to a solid cell or the domain's
+# edge, 0 between two of them: a wall's zeros do not count as shear (free slip).
+
+
+def _centre_velocities(u, v, w):
+    """Cell-centred (uc, vc, wc) float32 (nz, ny, nx): the mean of each axis' two faces."""
+    return ((HALF * (u[:, :, :-1] + u[:, :, 1:])).astype(F32),
+            (HALF * (v[:, :-1, :] + v[:, 1:, :])).astype(F32),
+            (HALF * (w[:-1] + w[1:])).astype(F32))
+
+
+def _cross_derivative(q, usable, axis, inv_h, half_inv_h):
+    """d q / d axis at cell centres (q float32 (nz, ny, nx)): central where both neighbour
+    cells along ``axis`` are usable (inside the domain, not solid), one-sided where one is,
+    0 where none is."""
+    n = q.shape[axis]
+    index = np.arange(n)
+
+    def shifted(a, by, fill):
+        taken = np.take(a, np.clip(index + by, 0, n - 1), axis=axis)
+        edge = (index + by < 0) | (index + by >= n)
+        shape = [1, 1, 1]
+        shape[axis] = n
+        return np.where(edge.reshape(shape), fill, taken)
+
+    q_minus, q_plus = shifted(q, -1, F32(0)), shifted(q, 1, F32(0))
+    ok_minus, ok_plus = shifted(usable, -1, False), shifted(usable, 1, False)
+    central = ((q_plus - q_minus).astype(F32) * F32(half_inv_h)).astype(F32)
+    forward = ((q_plus - q).astype(F32) * F32(inv_h)).astype(F32)
+    backward = ((q - q_minus).astype(F32) * F32(inv_h)).astype(F32)
+    return np.where(ok_minus & ok_plus, central,
+                    np.where(ok_plus, forward, np.where(ok_minus, backward, F32(0)))).astype(F32)
+
+
+def eddy_viscosity(u, v, w, solid, column_top, z0, cell_size, mixing, mixing_height, limit,
+                   out):
+    """out (nz, ny, nx) float32 = the eddy viscosity nu (m^2/s) of each cell: l^2 |S| with
+    l = mixing * clamp(z - column_top, 0, mixing_height) (z the centre's height, column_top
+    (ny, nx) m the column's surface), at most ``limit``; 0 in solid cells (uint8 mask)."""
+    nz, ny, nx = solid.shape
+    h = F32(cell_size)
+    inv_h = F32(F32(1.0) / h)
+    half_inv_h = F32(HALF * inv_h)
+    uc, vc, wc = _centre_velocities(u, v, w)
+    usable = np.asarray(solid) == 0
+    dudx = ((u[:, :, 1:] - u[:, :, :-1]).astype(F32) * inv_h).astype(F32)
+    dvdy = ((v[:, 1:, :] - v[:, :-1, :]).astype(F32) * inv_h).astype(F32)
+    dwdz = ((w[1:] - w[:-1]).astype(F32) * inv_h).astype(F32)
+    d = {(name, axis): _cross_derivative(q, usable, axis, inv_h, half_inv_h)
+         for name, q in (("u", uc), ("v", vc), ("w", wc)) for axis in range(3)}
+    sxy = (d["u", 1] + d["v", 2]).astype(F32)   # du/dy + dv/dx
+    sxz = (d["u", 0] + d["w", 2]).astype(F32)   # du/dz + dw/dx
+    syz = (d["v", 0] + d["w", 1]).astype(F32)   # dv/dz + dw/dy
+    normal = ((dudx * dudx).astype(F32) + (dvdy * dvdy).astype(F32)).astype(F32)
+    normal = (normal + (dwdz * dwdz).astype(F32)).astype(F32)
+    strain2 = ((F32(2.0) * normal).astype(F32) + (sxy * sxy).astype(F32)).astype(F32)
+    strain2 = (strain2 + (sxz * sxz).astype(F32)).astype(F32)
+    strain2 = (strain2 + (syz * syz).astype(F32)).astype(F32)
+    rate = np.sqrt(strain2).astype(F32)
+    centre_z = (F32(z0) + ((np.arange(nz, dtype=F32) + HALF) * h).astype(F32)).astype(F32)
+    height = (centre_z[:, None, None] - np.asarray(column_top, F32)[None]).astype(F32)
+    height = np.minimum(np.maximum(height, F32(0)), F32(mixing_height)).astype(F32)
+    length = (F32(mixing) * height).astype(F32)
+    nu = ((length * length).astype(F32) * rate).astype(F32)
+    out[...] = np.where(usable, np.minimum(nu, F32(limit)), F32(0))
+
+
+def _diffuse_faces(field, fraction, nu_face, axis, scale):
+    """field + scale * nu_face * (sum over the six neighbour faces that exist and are open
+    of their difference to the face), on open faces not on the domain's sides normal to
+    ``axis``; every other face keeps its value."""
+    c = np.asarray(field, F32)
+    is_open = np.asarray(fraction) > 0
+    total = np.zeros_like(c)
+    for along in (2, 1, 0):          # x-, x+, y-, y+, z-, z+ (one order in every backend)
+        n = c.shape[along]
+        index = np.arange(n)
+        for by in (-1, 1):
+            source = np.clip(index + by, 0, n - 1)
+            exists = ((index + by >= 0) & (index + by < n))
+            shape = [1, 1, 1]
+            shape[along] = n
+            neighbour = np.take(c, source, axis=along)
+            counted = exists.reshape(shape) & np.take(is_open, source, axis=along)
+            total = (total + np.where(counted, (neighbour - c).astype(F32), F32(0))).astype(F32)
+    n = c.shape[axis]
+    inner = np.zeros(n, bool)
+    inner[1:-1] = True
+    shape = [1, 1, 1]
+    shape[axis] = n
+    update = is_open & inner.reshape(shape)
+    step = ((F32(scale) * nu_face).astype(F32) * total).astype(F32)
+    return np.where(update, (c + step).astype(F32), c)
+
+
+def diffuse_velocity(u, v, w, fractions, nu, scale, u_out, v_out, w_out):
+    """One explicit step of the eddy viscosity's diffusion: each open face not on the
+    domain's sides gets scale * nu_f * (the sum over its six neighbour faces along x, y, z
+    that exist and are open of their difference to it), nu_f the mean of the two cells the
+    face separates, scale = dt / h^2; closed neighbours are left out (free slip at walls,
+    zero gradient at the domain's edges). Faces on the sides and closed faces keep their
+    values. Writes u_out, v_out, w_out (the faces' shapes)."""
+    fu, fv, fw = fractions
+    nu = np.asarray(nu, F32)
+    nu_u = np.zeros(u.shape, F32)
+    nu_u[:, :, 1:-1] = HALF * (nu[:, :, :-1] + nu[:, :, 1:])
+    nu_v = np.zeros(v.shape, F32)
+    nu_v[:, 1:-1, :] = HALF * (nu[:, :-1, :] + nu[:, 1:, :])
+    nu_w = np.zeros(w.shape, F32)
+    nu_w[1:-1] = HALF * (nu[:-1] + nu[1:])
+    u_out[...] = _diffuse_faces(u, fu, nu_u, 2, scale)
+    v_out[...] = _diffuse_faces(v, fv, nu_v, 1, scale)
+    w_out[...] = _diffuse_faces(w, fw, nu_w, 0, scale)

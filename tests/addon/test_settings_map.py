@@ -84,6 +84,17 @@ def test_drift_properties_map_where_the_engine_has_them(addon):
             assert getattr(settings, name) == pytest.approx(expected[name]), name
 
 
+def test_wind_mixing_maps_as_a_plain_multiplier(addon):
+    scene = addon
+    scene.unit_settings.scale_length = 0.01      # a multiplier: no unit scale
+    props = scene.snowfall
+    assert props.wind_mixing == pytest.approx(SnowSettings().wind_mixing)
+    props.wind_mixing = 0.0                      # the inviscid wind
+    assert to_snow_settings(props, scene).wind_mixing == 0.0
+    props.wind_mixing = 2.5
+    assert to_snow_settings(props, scene).wind_mixing == pytest.approx(2.5)
+
+
 def test_keyframed_wind_is_sampled_per_frame(addon):
     scene = addon
     scene.render.fps = 24

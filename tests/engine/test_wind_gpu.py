@@ -514,3 +514,26 @@ def test_cuda_max_abs_and_extrapolate_match_reference(kernels):
     gp.extrapolate(dp, dq)
     np.testing.assert_array_equal(xp.asnumpy(dp), pressure)
     np.testing.assert_array_equal(xp.asnumpy(dq), previous)
+
+
+@pytest.mark.parametrize("shape", SHAPES + [(2, 2, 2), (6, 1, 4)])
+def test_cuda_mixing_kernels_are_the_reference_bit_for_bit(kernels, shape, fractions_of):
+    wk, _kp, xp = kernels
+    rng = np.random.default_rng(11)
+    u, v, w = _faces(shape, rng)
+    solid = (rng.random(shape) < 0.2).astype(np.uint8)
+    fractions = fractions_of(solid, rng)
+    column_top = rng.uniform(-1.0, 2.0, shape[1:]).astype(np.float32)
+    nu = np.zeros(shape, np.float32)
+    ref_wind.eddy_viscosity(u, v, w, solid, column_top, -0.5, 0.5, 0.41, 2.0, 1.5, nu)
+    out = [np.zeros_like(a) for a in (u, v, w)]
+    ref_wind.diffuse_velocity(u, v, w, fractions, nu, 0.08, *out)
+    d_u, d_v, d_w = _device(xp, (u, v, w))
+    d_nu = xp.full(shape, np.nan, np.float32)
+    wk.eddy_viscosity(d_u, d_v, d_w, xp.asarray(solid), xp.asarray(column_top), -0.5, 0.5, 0.41,
+                      2.0, 1.5, d_nu)
+    assert np.array_equal(xp.asnumpy(d_nu), nu)
+    d_out = [xp.full(a.shape, np.nan, np.float32) for a in (u, v, w)]
+    wk.diffuse_velocity(d_u, d_v, d_w, _device(xp, fractions), d_nu, 0.08, *d_out)
+    for device, expected in zip(d_out, out):
+        assert np.array_equal(xp.asnumpy(device), expected)
