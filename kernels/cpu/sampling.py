@@ -4,6 +4,8 @@ import math
 import numba
 import numpy as np
 
+from ..reference.wind import SAMPLE_WEIGHT_SCALE  # one home
+
 
 @numba.njit(inline="always", cache=True)
 def _axis(g, n):
@@ -53,16 +55,16 @@ def sample_wind(u, v, w, x0, y0, z0, cell_size, x, y, z):
 
 
 @numba.njit(inline="always", cache=True)
-def _mask(fraction, k, j, i):
-    """1 where face (k, j, i) is open (its open fraction > 0), else 0."""
-    return np.float32(1.0) if fraction[k, j, i] > 0 else np.float32(0.0)
+def _weight(fraction, k, j, i):
+    """Face (k, j, i)'s weight in sample_open: min(1, SAMPLE_WEIGHT_SCALE * fraction)."""
+    return min(np.float32(fraction[k, j, i] * SAMPLE_WEIGHT_SCALE), np.float32(1.0))
 
 
 @numba.njit(inline="always", cache=True)
 def _open_row(field, fraction, k, j, i0, i1, tx):
     one = np.float32(1.0)
-    w0 = np.float32(_mask(fraction, k, j, i0) * (one - tx))
-    w1 = np.float32(_mask(fraction, k, j, i1) * tx)
+    w0 = np.float32(_weight(fraction, k, j, i0) * (one - tx))
+    w1 = np.float32(_weight(fraction, k, j, i1) * tx)
     return np.float32(field[k, j, i0] * w0 + field[k, j, i1] * w1), np.float32(w0 + w1)
 
 
@@ -82,9 +84,10 @@ def block_open(blocks, component, k0, j0, i0):
 def sample_open(field, fraction, blocks, component, gx, gy, gz, fallback):
     """Trilinear value over the open faces (``fraction`` > 0, the open fractions of
     ``field``'s faces; ``component`` 0 u, 1 v, 2 w) only (the reference's sample_open):
-    the open corners' weights renormalised, ``fallback`` when none is open.
-    Where ``blocks`` says the eight corners are open, the plain trilinear value (the same
-    operations with every mask 1: the same bits) without reading the mask."""
+    the corners' weights times their sample weights (min(1, SAMPLE_WEIGHT_SCALE * A_f)),
+    renormalised, ``fallback`` when none is open. Where ``blocks`` says the eight corners'
+    weights are 1, the plain trilinear value (the same operations with every weight 1: the
+    same bits) without reading the fractions."""
     nk, nj, ni = field.shape
     i0, i1, tx = _axis(gx, ni)
     j0, j1, ty = _axis(gy, nj)
@@ -101,10 +104,10 @@ def sample_open(field, fraction, blocks, component, gx, gy, gz, fallback):
     c, cw = _open_row(field, fraction, k1, j0, i0, i1, tx)
     d, dw = _open_row(field, fraction, k1, j1, i0, i1, tx)
     value = _mix(_mix(a, b, ty), _mix(c, d, ty), tz)
-    count = ((_mask(fraction, k0, j0, i0) + _mask(fraction, k0, j0, i1))
-             + (_mask(fraction, k0, j1, i0) + _mask(fraction, k0, j1, i1))
-             + (_mask(fraction, k1, j0, i0) + _mask(fraction, k1, j0, i1))
-             + (_mask(fraction, k1, j1, i0) + _mask(fraction, k1, j1, i1)))
+    count = ((_weight(fraction, k0, j0, i0) + _weight(fraction, k0, j0, i1))
+             + (_weight(fraction, k0, j1, i0) + _weight(fraction, k0, j1, i1))
+             + (_weight(fraction, k1, j0, i0) + _weight(fraction, k1, j0, i1))
+             + (_weight(fraction, k1, j1, i0) + _weight(fraction, k1, j1, i1)))
     if count == np.float32(8.0):
         return value
     weight = _mix(_mix(aw, bw, ty), _mix(cw, dw, ty), tz)

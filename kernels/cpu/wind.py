@@ -4,7 +4,8 @@ import numpy as np
 from numba import prange
 
 from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # one home
-                              FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK)
+                              FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK,
+                              SAMPLE_WEIGHT_SCALE)
 from ..reference.flakes import OPEN_LIMIT
 from .sampling import open_range, sample_bilinear, sample_open
 
@@ -390,7 +391,7 @@ def _open_blocks(fu, fv, fw, out):
                 for kk in range(k, min(k + 2, fk)):
                     for jj in range(j, min(j + 2, fj)):
                         for ii in range(i, min(i + 2, fi)):
-                            if not f[kk, jj, ii] > 0:
+                            if not np.float32(f[kk, jj, ii] * SAMPLE_WEIGHT_SCALE) >= 1:
                                 is_open = False
                 if is_open:
                     bits |= 1 << component

@@ -4,13 +4,13 @@ arrays are C-contiguous CuPy arrays (float32 faces, uint8 solid)."""
 import numpy as np
 
 from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN, FRACTION_SAMPLES, FRACTION_STEPS,
-                              NO_BLOCK)
+                              NO_BLOCK, SAMPLE_WEIGHT_SCALE)
 from ..reference.flakes import OPEN_LIMIT
 from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
 
 assert FRACTION_STEPS == 128, "snap_fraction below rounds to multiples of 1/128"
 
-SOURCE = r"""
+SOURCE = f"#define SAMPLE_WEIGHT_SCALE {float(SAMPLE_WEIGHT_SCALE)!r}f\n" + r"""
 __device__ __forceinline__ float quarter(float a, float b, float c, float d) {
     return 0.25f * ((a + b) + (c + d));
 }
@@ -19,6 +19,13 @@ __device__ __forceinline__ float quarter(float a, float b, float c, float d) {
 __device__ __forceinline__ float open_mask(const float* __restrict__ fraction, int k, int j,
                                            int i, int ni, int nj) {
     return __ldg(fraction + (k * nj + j) * ni + i) > 0.0f ? 1.0f : 0.0f;
+}
+
+// A face's weight in sample_open: min(1, SAMPLE_WEIGHT_SCALE * its open fraction)
+// (kernels.reference.wind.SAMPLE_WEIGHT_SCALE, written into this source).
+__device__ __forceinline__ float open_weight(const float* __restrict__ fraction, int k, int j,
+                                             int i, int ni, int nj) {
+    return fminf(__ldg(fraction + (k * nj + j) * ni + i) * SAMPLE_WEIGHT_SCALE, 1.0f);
 }
 
 struct Corners {
@@ -37,14 +44,16 @@ __device__ __forceinline__ Corners corners(int ni, int nj, int nk, float gx, flo
 __device__ __forceinline__ float mix(float a, float b, float t) { return a * (1.0f - t) + b * t; }
 
 // Bit C of blocks[k0][j0][i0] (open_blocks): all faces of component C in the 2 x 2 x 2
-// block from (k0, j0, i0) are open, so the corners need no mask (the plain trilinear path).
+// block from (k0, j0, i0) have the full sample weight, so the corners need no weights
+// (the plain trilinear path).
 template <int C>
 __device__ __forceinline__ bool block_open(const unsigned char* __restrict__ blocks, const Corners& q,
                                            int nx, int ny) {
     return (__ldg(blocks + (q.k0 * ny + q.j0) * nx + q.i0) >> C) & 1;
 }
 
-// Trilinear value over the open faces only (kernels.reference.sampling.sample_open).
+// Trilinear value over the open faces only, weighted by open_weight
+// (kernels.reference.sampling.sample_open).
 template <int C>
 __device__ __forceinline__ float sample_open(const float* __restrict__ field, int ni, int nj, int nk,
                                              const float* __restrict__ fraction,
@@ -54,7 +63,7 @@ __device__ __forceinline__ float sample_open(const float* __restrict__ field, in
     Corners q = corners(ni, nj, nk, gx, gy, gz);
     float value[4];
     if (block_open<C>(blocks, q, nx, ny)) {
-        // all eight open: the same operations as below with every mask 1 (same bits)
+        // all eight weights 1: the same operations as below (same bits)
         for (int r = 0; r < 4; ++r) {
             int k = r < 2 ? q.k0 : q.k1, j = (r & 1) ? q.j1 : q.j0;
             const float* row = field + (k * nj + j) * ni;
@@ -66,8 +75,8 @@ __device__ __forceinline__ float sample_open(const float* __restrict__ field, in
     float weight[4];
     for (int r = 0; r < 4; ++r) {
         int k = r < 2 ? q.k0 : q.k1, j = (r & 1) ? q.j1 : q.j0;
-        m[2 * r] = open_mask(fraction, k, j, q.i0, ni, nj);
-        m[2 * r + 1] = open_mask(fraction, k, j, q.i1, ni, nj);
+        m[2 * r] = open_weight(fraction, k, j, q.i0, ni, nj);
+        m[2 * r + 1] = open_weight(fraction, k, j, q.i1, ni, nj);
         float w0 = m[2 * r] * (1.0f - q.tx), w1 = m[2 * r + 1] * q.tx;
         const float* row = field + (k * nj + j) * ni;
         value[r] = __ldg(row + q.i0) * w0 + __ldg(row + q.i1) * w1;
@@ -311,18 +320,19 @@ __global__ void project(float* __restrict__ u, float* __restrict__ v, float* __r
     }
 }
 
-// all faces (k..k+1, j..j+1, i..i+1) of a component's ni x nj x nk array that exist are open
+// all faces (k..k+1, j..j+1, i..i+1) of a component's ni x nj x nk array that exist have
+// the full sample weight
 __device__ __forceinline__ bool block_of_faces_open(const float* __restrict__ f, int k, int j, int i,
                                                     int ni, int nj, int nk) {
     for (int kk = k; kk < min(k + 2, nk); ++kk)
         for (int jj = j; jj < min(j + 2, nj); ++jj)
             for (int ii = i; ii < min(i + 2, ni); ++ii)
-                if (!(f[(kk * nj + jj) * ni + ii] > 0.0f)) return false;
+                if (!(f[(kk * nj + jj) * ni + ii] * SAMPLE_WEIGHT_SCALE >= 1.0f)) return false;
     return true;
 }
 
 // out[k][j][i] bit C (1 u, 2 v, 4 w): every face of component C in the 2 x 2 x 2 block from
-// face index (k, j, i) that exists is open (open fraction > 0).
+// face index (k, j, i) that exists has the full sample weight (see open_weight).
 extern "C" __global__ void open_blocks(const float* __restrict__ fu, const float* __restrict__ fv,
                                        const float* __restrict__ fw,
                                        unsigned char* __restrict__ out, int nx, int ny, int nz) {

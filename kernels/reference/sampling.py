@@ -53,9 +53,12 @@ def sample_wind(u, v, w, x0, y0, z0, cell_size, x, y, z):
 
 def sample_open(field, is_open, gx, gy, gz, fallback):
     """Trilinear value of ``field`` at fractional indices over its open samples only:
-    ``is_open`` (field's shape, float32 0/1) masks the eight corners and the weights of the
-    open ones are renormalised; with all eight open this is exactly ``sample_trilinear``,
-    with none open it is ``fallback`` (an array of the points' shape). The sums run in one
+    ``is_open`` (field's shape, float32 in [0, 1]: the faces' open fractions, or a 0/1
+    mask) weights the eight corners' trilinear weights, renormalised; with all eight 1 this
+    is exactly ``sample_trilinear``, with none open it is ``fallback`` (an array of the
+    points' shape). Weighting by the open fraction keeps a nearly closed face, whose
+    velocity can be large (the flux squeezing through a small opening), from spreading it
+    into the flow. The sums run in one
     fixed order so that every backend gets the same bits."""
     nk, nj, ni = field.shape
     i0, i1, tx = _axis(gx, ni)

@@ -80,9 +80,10 @@ def test_open_blocks_match_reference_and_definition(shape, fractions_of):
         ref.open_blocks(fractions, expected)
         cpu.open_blocks(fractions, actual)
         np.testing.assert_array_equal(actual, expected)
-        # bit C: every existing face of the 2x2x2 block of component C from (k, j, i) is open
+        # bit C: every existing face of the 2x2x2 block of component C from (k, j, i) is at
+        # least half open (its sample weight is 1)
         nz, ny, nx = shape
-        for bit, is_open in zip((1, 2, 4), (f > 0 for f in fractions)):
+        for bit, is_open in zip((1, 2, 4), (f >= 0.5 for f in fractions)):
             fk, fj, fi = is_open.shape
             for k, j, i in np.ndindex(shape):
                 block = is_open[k:min(k + 2, fk), j:min(j + 2, fj), i:min(i + 2, fi)]

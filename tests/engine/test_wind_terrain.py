@@ -1,10 +1,10 @@
 """Wind over terrain against potential flow: the speed-up over crests survives at steady
 state (no slow layer that grows with time), measured in the first open cells after two
 flow-through times. Each test runs on the Numba CPU build and, gpu-marked, on the CUDA
-one; the short ones also on the NumPy reference. The solver is inviscid and free-slip at
-obstacles (advection samples only open faces, with a MacCormack correction); potential
-flow is the reference for an attached inviscid flow. docs/wind_solver.md records the
-figures."""
+one; the short ones also on the NumPy reference. The solver is free-slip at obstacles
+(advection samples open faces, weighted by their opening, with a MacCormack correction;
+the default mixing length is short this close to the ground); potential flow is the
+reference for an attached inviscid flow. docs/wind_solver.md records the figures."""
 import numpy as np
 import pytest
 
