@@ -55,7 +55,7 @@ def sample_wind(u, v, w, x0, y0, z0, cell_size, x, y, z):
 
 
 @numba.njit(inline="always", cache=True)
-def _weight(fraction, k, j, i):
+def sample_weight(fraction, k, j, i):
     """Face (k, j, i)'s weight in sample_open: min(1, SAMPLE_WEIGHT_SCALE * fraction)."""
     return min(np.float32(fraction[k, j, i] * SAMPLE_WEIGHT_SCALE), np.float32(1.0))
 
@@ -63,8 +63,8 @@ def _weight(fraction, k, j, i):
 @numba.njit(inline="always", cache=True)
 def _open_row(field, fraction, k, j, i0, i1, tx):
     one = np.float32(1.0)
-    w0 = np.float32(_weight(fraction, k, j, i0) * (one - tx))
-    w1 = np.float32(_weight(fraction, k, j, i1) * tx)
+    w0 = np.float32(sample_weight(fraction, k, j, i0) * (one - tx))
+    w1 = np.float32(sample_weight(fraction, k, j, i1) * tx)
     return np.float32(field[k, j, i0] * w0 + field[k, j, i1] * w1), np.float32(w0 + w1)
 
 
@@ -104,10 +104,10 @@ def sample_open(field, fraction, blocks, component, gx, gy, gz, fallback):
     c, cw = _open_row(field, fraction, k1, j0, i0, i1, tx)
     d, dw = _open_row(field, fraction, k1, j1, i0, i1, tx)
     value = _mix(_mix(a, b, ty), _mix(c, d, ty), tz)
-    count = ((_weight(fraction, k0, j0, i0) + _weight(fraction, k0, j0, i1))
-             + (_weight(fraction, k0, j1, i0) + _weight(fraction, k0, j1, i1))
-             + (_weight(fraction, k1, j0, i0) + _weight(fraction, k1, j0, i1))
-             + (_weight(fraction, k1, j1, i0) + _weight(fraction, k1, j1, i1)))
+    count = ((sample_weight(fraction, k0, j0, i0) + sample_weight(fraction, k0, j0, i1))
+             + (sample_weight(fraction, k0, j1, i0) + sample_weight(fraction, k0, j1, i1))
+             + (sample_weight(fraction, k1, j0, i0) + sample_weight(fraction, k1, j0, i1))
+             + (sample_weight(fraction, k1, j1, i0) + sample_weight(fraction, k1, j1, i1)))
     if count == np.float32(8.0):
         return value
     weight = _mix(_mix(aw, bw, ty), _mix(cw, dw, ty), tz)

@@ -4,10 +4,9 @@ import numpy as np
 from numba import prange
 
 from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # one home
-                              FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK,
-                              SAMPLE_WEIGHT_SCALE)
+                              FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK)
 from ..reference.flakes import OPEN_LIMIT
-from .sampling import open_range, sample_bilinear, sample_open
+from .sampling import open_range, sample_bilinear, sample_open, sample_weight
 
 F32 = np.float32
 
@@ -391,7 +390,7 @@ def _open_blocks(fu, fv, fw, out):
                 for kk in range(k, min(k + 2, fk)):
                     for jj in range(j, min(j + 2, fj)):
                         for ii in range(i, min(i + 2, fi)):
-                            if not np.float32(f[kk, jj, ii] * SAMPLE_WEIGHT_SCALE) >= 1:
+                            if not sample_weight(f, kk, jj, ii) >= 1:
                                 is_open = False
                 if is_open:
                     bits |= 1 << component

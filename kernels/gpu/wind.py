@@ -327,7 +327,7 @@ __device__ __forceinline__ bool block_of_faces_open(const float* __restrict__ f,
     for (int kk = k; kk < min(k + 2, nk); ++kk)
         for (int jj = j; jj < min(j + 2, nj); ++jj)
             for (int ii = i; ii < min(i + 2, ni); ++ii)
-                if (!(f[(kk * nj + jj) * ni + ii] * SAMPLE_WEIGHT_SCALE >= 1.0f)) return false;
+                if (!(open_weight(f, kk, jj, ii, ni, nj) >= 1.0f)) return false;
     return true;
 }
 

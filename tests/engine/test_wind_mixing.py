@@ -204,8 +204,9 @@ def test_a_fence_on_a_wind_cell_boundary_keeps_the_wind_bounded(mixing):
     """A 0.6 m thick fence centred on the boundary between two wind columns: both columns'
     centres lie inside it but most of each cell is open, and the faces between those cells
     are cut, 0.125-0.5 open. The flow squeezing through them is fast; while the advection
-    sampled them at full weight it spread that into the wind (100-160 m/s within 7 s of a
-    10 m/s storm without mixing). Weighted by their open fraction, the wind stays bounded."""
+    sampled them at full weight it spread that into the wind (peaks of 381 m/s without
+    mixing and 96 m/s with it in these 8 s of a 10 m/s storm). Weighted by their opening
+    (min(1, 2 A_f)), the wind stays bounded."""
     sim = _fence_strip(mixing, fence_x=-29.5)
     solid = np.asarray(sim.wind.solid) != 0
     fw = np.asarray(sim.wind.fractions[2])
