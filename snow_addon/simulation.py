@@ -20,6 +20,7 @@ from .backend import Backend, StageTimer, select_backend
 from .cover import SnowCover
 from .drift import SnowDrift, check_roughness
 from .errors import SnowInputError, SnowMemoryError
+from .fences import check_fences, fence_columns
 from .flakes import FlakeSystem
 from .grid import WindGrid
 from .settings import SnowSettings
@@ -121,11 +122,12 @@ class Simulation:
     """A snowfall simulation over one terrain. See docs/architecture.md for the API."""
 
     def __init__(self, settings: SnowSettings, vertices, triangles, backend: str = "auto",
-                 flakes: bool = True, profile: bool = False):
+                 flakes: bool = True, profile: bool = False, fences=None):
         if not isinstance(settings, SnowSettings):
             raise SnowInputError("settings", f"expected SnowSettings, got {type(settings).__name__}",
                                  "SnowSettings()")
         settings.validate()
+        fences = check_fences(fences)
         self.settings = settings
         self.backend = select_backend(backend)
         # The heightmap is built once, on the host: the reference or the Numba build.
@@ -144,6 +146,10 @@ class Simulation:
         self.cover = SnowCover(settings, self.heightmap, self.grid, self.backend)
         self.cover.timer = self.timer
         self.wind = WindSolver(settings, self.grid, self.backend)
+        self.fences = fences
+        """The porous fences (snow_addon.fences.PorousFence): only the wind feels them."""
+        if fences:
+            self.wind.set_fences(*fence_columns(fences, self.grid))
         self.wind.update_obstacles(self.cover.wind_height, self.cover.snow_depth, self.heightmap.grid)
         self.drift: SnowDrift | None = None
         if settings.drift_enabled and flakes:

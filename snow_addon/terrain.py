@@ -69,16 +69,62 @@ class Heightmap:
         return 1e-3 * self.grid.spacing + 16.0 * float(np.finfo(np.float32).eps) * scale
 
 
-def _as_numeric_array(values, name: str, example: str) -> np.ndarray:
+def _as_numeric_array(values, name: str, example: str, setting: str = "terrain") -> np.ndarray:
     try:
         array = np.asarray(values)
     except (TypeError, ValueError) as exc:
-        raise SnowInputError("terrain", f"{name} is not a rectangular array of numbers ({exc})",
+        raise SnowInputError(setting, f"{name} is not a rectangular array of numbers ({exc})",
                              example) from None
     if array.dtype.kind not in "iuf":
-        raise SnowInputError("terrain", f"{name} must hold numbers, got dtype {array.dtype}",
+        raise SnowInputError(setting, f"{name} must hold numbers, got dtype {array.dtype}",
                              example)
     return array
+
+
+def check_mesh_arrays(vertices, triangles, setting: str = "terrain") -> tuple[np.ndarray, np.ndarray]:
+    """Validate world-space mesh arrays; return (vertices float64 (N, 3) m, triangles int64
+    (M, 3)). Raises SnowInputError naming ``setting`` for non-numeric input, wrong shapes,
+    no faces, NaN, infinite or absurdly large (> MAX_COORDINATE) coordinates, or indices
+    out of range."""
+    vertex_example = "vertices as an (N, 3) float array of world-space x, y, z in metres"
+    triangle_example = "triangles as an (M, 3) integer array of vertex indices"
+    v = _as_numeric_array(vertices, "vertices", vertex_example, setting)
+    t = _as_numeric_array(triangles, "triangles", triangle_example, setting)
+    if v.ndim != 2 or v.shape[1] != 3:
+        raise SnowInputError(setting, f"vertices must have shape (N, 3), got {v.shape}",
+                             vertex_example + " (flat arrays: .reshape(-1, 3))")
+    if t.ndim != 2 or t.shape[1] != 3:
+        raise SnowInputError(setting, f"triangles must have shape (M, 3), got {t.shape}",
+                             triangle_example + " (triangulate quads and n-gons first)")
+    if t.shape[0] == 0:
+        raise SnowInputError(setting, "the mesh has no faces",
+                             "a mesh with faces, e.g. a subdivided plane")
+    if v.shape[0] == 0:
+        raise SnowInputError(setting, "the mesh has no vertices", vertex_example)
+    if not np.all(np.isfinite(v)):
+        bad = int(np.count_nonzero(~np.isfinite(v).all(axis=1)))
+        raise SnowInputError(setting, f"{bad} vertices have NaN or infinite coordinates",
+                             "a mesh with finite coordinates (check modifiers and scales)")
+    largest = float(np.abs(v).max())
+    if largest > MAX_COORDINATE:
+        raise SnowInputError(setting, f"has coordinates as large as {largest:.3g} m, beyond "
+                             f"the {MAX_COORDINATE:.0e} m that float32 heights can resolve",
+                             "a mesh in metres near the origin (check the unit scale)")
+    if t.dtype.kind == "f":
+        if not np.all(np.isfinite(t)) or not np.all(t == np.floor(t)):
+            raise SnowInputError(setting, "triangle indices must be whole numbers",
+                                 triangle_example)
+    n_vertices = v.shape[0]
+    low, high = t.min(), t.max()
+    if low < 0 or high >= n_vertices:
+        raise SnowInputError(
+            setting, f"triangle indices must be in [0, {n_vertices - 1}] for {n_vertices} "
+            f"vertices, got {low}..{high}",
+            "indices into the vertex array (offset each mesh's indices by the vertices "
+            "before it when concatenating meshes)")
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    t = np.ascontiguousarray(t, dtype=np.int64)
+    return v, t
 
 
 def check_terrain_arrays(vertices, triangles) -> tuple[np.ndarray, np.ndarray]:
@@ -90,44 +136,7 @@ def check_terrain_arrays(vertices, triangles) -> tuple[np.ndarray, np.ndarray]:
     indices out of range, a zero-area XY extent, or only vertical faces (nothing seen from
     above). Allocates nothing beyond the conversion of the inputs and bounded scratch space.
     """
-    vertex_example = "vertices as an (N, 3) float array of world-space x, y, z in metres"
-    triangle_example = "triangles as an (M, 3) integer array of vertex indices"
-    v = _as_numeric_array(vertices, "vertices", vertex_example)
-    t = _as_numeric_array(triangles, "triangles", triangle_example)
-    if v.ndim != 2 or v.shape[1] != 3:
-        raise SnowInputError("terrain", f"vertices must have shape (N, 3), got {v.shape}",
-                             vertex_example + " (flat arrays: .reshape(-1, 3))")
-    if t.ndim != 2 or t.shape[1] != 3:
-        raise SnowInputError("terrain", f"triangles must have shape (M, 3), got {t.shape}",
-                             triangle_example + " (triangulate quads and n-gons first)")
-    if t.shape[0] == 0:
-        raise SnowInputError("terrain", "the mesh has no faces",
-                             "a terrain mesh with faces, e.g. a subdivided plane")
-    if v.shape[0] == 0:
-        raise SnowInputError("terrain", "the mesh has no vertices", vertex_example)
-    if not np.all(np.isfinite(v)):
-        bad = int(np.count_nonzero(~np.isfinite(v).all(axis=1)))
-        raise SnowInputError("terrain", f"{bad} vertices have NaN or infinite coordinates",
-                             "a mesh with finite coordinates (check modifiers and scales)")
-    largest = float(np.abs(v).max())
-    if largest > MAX_COORDINATE:
-        raise SnowInputError("terrain", f"has coordinates as large as {largest:.3g} m, beyond "
-                             f"the {MAX_COORDINATE:.0e} m that float32 heights can resolve",
-                             "a mesh in metres near the origin (check the unit scale)")
-    if t.dtype.kind == "f":
-        if not np.all(np.isfinite(t)) or not np.all(t == np.floor(t)):
-            raise SnowInputError("terrain", "triangle indices must be whole numbers",
-                                 triangle_example)
-    n_vertices = v.shape[0]
-    low, high = t.min(), t.max()
-    if low < 0 or high >= n_vertices:
-        raise SnowInputError(
-            "terrain", f"triangle indices must be in [0, {n_vertices - 1}] for {n_vertices} "
-            f"vertices, got {low}..{high}",
-            "indices into the vertex array (offset each mesh's indices by the vertices "
-            "before it when concatenating meshes)")
-    v = np.ascontiguousarray(v, dtype=np.float64)
-    t = np.ascontiguousarray(t, dtype=np.int64)
+    v, t = check_mesh_arrays(vertices, triangles, "terrain")
 
     xmin, ymin, _, xmax, ymax, _ = terrain_bounds(v, t)
     if not (xmax > xmin and ymax > ymin):

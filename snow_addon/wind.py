@@ -341,6 +341,9 @@ class WindSolver:
         # open area fraction of every face (u, v, w shapes): all open until update_obstacles
         self.fractions = tuple(xp.ones(s, F32) for s in (u_shape, v_shape, w_shape))
         self._block_tops = xp.zeros(shape[1:], F32)   # thin obstacles' tops (cut cells)
+        # porous fences per column (set_fences): bottom and top (m), drag 0.5 k / h (1/m);
+        # None without fences
+        self.fence_bottom = self.fence_top = self.fence_resistance = None
         # open_blocks(fractions): where the advection's samples need no mask (derived by
         # update_obstacles and load_state_dict; all open while nothing is closed)
         self._open_blocks = xp.full(shape, 7, np.uint8)
@@ -444,6 +447,27 @@ class WindSolver:
         if self.settings.pressure_solver == "mgpcg" and bool((before != self.solid).any()):
             self.obstacle_projection = self.project_obstacles()
 
+    def set_fences(self, fence_bottom, fence_top, fence_resistance) -> None:
+        """The porous fences, per wind column (host or backend arrays (ny, nx) float32, from
+        snow_addon.fences.fence_columns): the lowest and the highest fence point (m) and
+        the drag coefficient 0.5 k / h (1/m). Every step then takes the fences' drag from
+        the wind between the mixing and the projection; a resistance of 0 everywhere
+        removes them."""
+        shape = (self.grid.ny, self.grid.nx)
+        arrays = {"fence_bottom": fence_bottom, "fence_top": fence_top,
+                  "fence_resistance": fence_resistance}
+        for name, array in arrays.items():
+            if tuple(np.shape(array)) != shape:
+                raise SnowInputError(name, f"has shape {tuple(np.shape(array))} but the wind grid "
+                                     f"has {shape} columns", "fence_columns(fences, grid)")
+        host = {name: np.asarray(self.backend.to_host(array), dtype=np.float32)
+                for name, array in arrays.items()}
+        if not bool((host["fence_resistance"] > 0).any()):
+            self.fence_bottom = self.fence_top = self.fence_resistance = None
+            return
+        self.fence_bottom, self.fence_top, self.fence_resistance = (
+            self.backend.asarray(host[name]) for name in arrays)
+
     def project_obstacles(self) -> tuple[int, float, bool]:
         """Zero the velocity on every closed face (open fraction 0) and project the wind to
         divergence free ("mgpcg" from 0), with the sides and time step of the latest
@@ -494,6 +518,10 @@ class WindSolver:
         self.u, self.v, self.w = un, vn, wn
         if self.eddy_viscosity is not None:
             self._mix(dt)
+        if self.fence_resistance is not None:
+            g = self.grid
+            self._wind.porous_drag(self.u, self.v, self.w, self.solid, self.fence_bottom,
+                                   self.fence_top, self.fence_resistance, float(g.z0), h, dt)
         self._ensure_coefficients(sides)
 
         # A p = -(h^2 / dt) div u  makes  u -= (dt / h) * grad_h p  divergence free

@@ -634,3 +634,55 @@ def _diffuse_velocity(u, v, w, fu, fv, fw, nu, scale, u_out, v_out, w_out):
 def diffuse_velocity(u, v, w, fractions, nu, scale, u_out, v_out, w_out):
     """One explicit step of the eddy viscosity's diffusion (see the reference)."""
     _diffuse_velocity(u, v, w, *fractions, nu, np.float32(scale), u_out, v_out, w_out)
+
+
+@numba.njit(inline="always", cache=True)
+def _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j, i):
+    """The cell's porous-fence drag coefficient (see kernels.reference.wind)."""
+    if solid[k, j, i] != 0:
+        return np.float32(0.0)
+    bottom = np.float32(z0 + np.float32(np.float32(k) * h))
+    top = np.float32(z0 + np.float32(np.float32(k + 1) * h))
+    low = max(fence_bottom[j, i], bottom)
+    high = min(fence_top[j, i], top)
+    cover = np.float32(np.float32(high - low) / h)
+    cover = min(max(cover, np.float32(0.0)), np.float32(1.0))
+    return np.float32(fence_resistance[j, i] * cover)
+
+
+@numba.njit(inline="always", cache=True)
+def _damped(value, drag_a, drag_b, dt):
+    face = np.float32(np.float32(0.5) * np.float32(drag_a + drag_b))
+    rate = np.float32(dt * face)
+    factor = max(np.float32(np.float32(1.0) - np.float32(rate * abs(value))), np.float32(0.0))
+    return np.float32(value * factor)
+
+
+@numba.njit(parallel=True, cache=True)
+def _porous_drag(u, v, w, solid, fence_bottom, fence_top, fence_resistance, z0, h, dt):
+    nz, ny, nx = solid.shape
+    for kj in prange(nz * ny):
+        k, j = kj // ny, kj % ny
+        for i in range(1, nx):
+            u[k, j, i] = _damped(u[k, j, i],
+                                 _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j, i - 1),
+                                 _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j, i), dt)
+        if j > 0:
+            for i in range(nx):
+                v[k, j, i] = _damped(v[k, j, i],
+                                     _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j - 1, i),
+                                     _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j, i),
+                                     dt)
+        if k > 0:
+            for i in range(nx):
+                w[k, j, i] = _damped(w[k, j, i],
+                                     _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k - 1, j, i),
+                                     _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j, i),
+                                     dt)
+
+
+def porous_drag(u, v, w, solid, fence_bottom, fence_top, fence_resistance, z0, cell_size, dt):
+    """The porous fences' drag over ``dt`` s, in place (see the reference)."""
+    f = np.float32
+    _porous_drag(u, v, w, solid, fence_bottom, fence_top, fence_resistance, f(z0), f(cell_size),
+                 f(dt))

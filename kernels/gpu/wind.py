@@ -671,6 +671,51 @@ extern "C" __global__ void diffuse_velocity(const float* __restrict__ u, const f
             : __ldg(w + t);
     }
 }
+
+// the porous-fence drag coefficient (1/m) of cell (k, j, i) (kernels.reference.wind.fence_drag_cells)
+__device__ __forceinline__ float cell_drag(const unsigned char* __restrict__ solid,
+                                           const float* __restrict__ fence_bottom,
+                                           const float* __restrict__ fence_top,
+                                           const float* __restrict__ fence_resistance,
+                                           float z0, float h, int nx, int ny, int k, int j, int i) {
+    if (__ldg(solid + (k * ny + j) * nx + i) != 0) return 0.0f;
+    const float bottom = z0 + (float)k * h;
+    const float top = z0 + (float)(k + 1) * h;
+    const float low = fmaxf(__ldg(fence_bottom + j * nx + i), bottom);
+    const float high = fminf(__ldg(fence_top + j * nx + i), top);
+    const float cover = fminf(fmaxf((high - low) / h, 0.0f), 1.0f);
+    return __ldg(fence_resistance + j * nx + i) * cover;
+}
+
+__device__ __forceinline__ float damped(float value, float drag_a, float drag_b, float dt) {
+    const float rate = dt * (0.5f * (drag_a + drag_b));
+    return value * fmaxf(1.0f - rate * fabsf(value), 0.0f);
+}
+
+extern "C" __global__ void porous_drag(float* __restrict__ u, float* __restrict__ v,
+                                       float* __restrict__ w,
+                                       const unsigned char* __restrict__ solid,
+                                       const float* __restrict__ fence_bottom,
+                                       const float* __restrict__ fence_top,
+                                       const float* __restrict__ fence_resistance,
+                                       float z0, float h, float dt, int nx, int ny, int nz) {
+    FACE3
+    const int t = (k * ny + j) * nx + i;  // cell (k, j, i); may lie outside the grid
+    if (j < ny && k < nz && i > 0 && i < nx) {
+        const int f = t + k * ny + j;
+        u[f] = damped(u[f], cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k, j, i - 1),
+                      cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k, j, i), dt);
+    }
+    if (i < nx && k < nz && j > 0 && j < ny) {
+        const int f = t + k * nx;
+        v[f] = damped(v[f], cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k, j - 1, i),
+                      cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k, j, i), dt);
+    }
+    if (i < nx && j < ny && k > 0 && k < nz) {
+        w[t] = damped(w[t], cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k - 1, j, i),
+                      cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k, j, i), dt);
+    }
+}
 """
 
 _BLOCK = LAUNCH_BLOCK
@@ -837,4 +882,14 @@ def diffuse_velocity(u, v, w, fractions, nu, scale, u_out, v_out, w_out):
     grid, block = _tiles(nx + 1, ny + 1, nz + 1)
     _kernel("diffuse_velocity")(grid, block, (
         u, v, w, *fractions, nu, np.float32(scale), u_out, v_out, w_out,
+        np.int32(nx), np.int32(ny), np.int32(nz)))
+
+
+def porous_drag(u, v, w, solid, fence_bottom, fence_top, fence_resistance, z0, cell_size, dt):
+    """The porous fences' drag over ``dt`` s, in place (see the reference)."""
+    nz, ny, nx = solid.shape
+    grid, block = _tiles(nx + 1, ny + 1, nz + 1)
+    f = np.float32
+    _kernel("porous_drag")(grid, block, (
+        u, v, w, solid, fence_bottom, fence_top, fence_resistance, f(z0), f(cell_size), f(dt),
         np.int32(nx), np.int32(ny), np.int32(nz)))

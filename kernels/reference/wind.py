@@ -655,3 +655,45 @@ def diffuse_velocity(u, v, w, fractions, nu, scale, u_out, v_out, w_out):
     u_out[...] = _diffuse_faces(u, fu, nu_u, 2, scale)
     v_out[...] = _diffuse_faces(v, fv, nu_v, 1, scale)
     w_out[...] = _diffuse_faces(w, fw, nu_w, 0, scale)
+
+
+def fence_drag_cells(solid, fence_bottom, fence_top, fence_resistance, z0, cell_size):
+    """(nz, ny, nx) float32 1/m: each cell's porous-fence drag coefficient, the column's
+    ``fence_resistance`` (ny, nx) (0.5 k / h, k the fence's pressure-loss coefficient)
+    times the share of the cell's height between the column's ``fence_bottom`` and
+    ``fence_top`` (ny, nx) m (clamped to [0, 1]); 0 in solid cells (under the snow the
+    fence is buried)."""
+    nz = solid.shape[0]
+    h = F32(cell_size)
+    levels = np.arange(nz + 1, dtype=F32)
+    bottom = (F32(z0) + (levels[:-1] * h).astype(F32)).astype(F32)[:, None, None]
+    top = (F32(z0) + (levels[1:] * h).astype(F32)).astype(F32)[:, None, None]
+    low = np.maximum(np.asarray(fence_bottom, F32)[None], bottom)
+    high = np.minimum(np.asarray(fence_top, F32)[None], top)
+    cover = ((high - low).astype(F32) / h).astype(F32)
+    cover = np.minimum(np.maximum(cover, F32(0.0)), F32(1.0))
+    drag = (np.asarray(fence_resistance, F32)[None] * cover).astype(F32)
+    return np.where(np.asarray(solid) == 0, drag, F32(0.0)).astype(F32)
+
+
+def _damp(field, drag_a, drag_b, inner, dt):
+    face = (HALF * (drag_a + drag_b).astype(F32)).astype(F32)
+    rate = (F32(dt) * face).astype(F32)
+    factor = np.maximum((F32(1.0) - (rate * np.abs(field[inner])).astype(F32)).astype(F32), F32(0.0))
+    field[inner] = (field[inner] * factor).astype(F32)
+
+
+def porous_drag(u, v, w, solid, fence_bottom, fence_top, fence_resistance, z0, cell_size, dt):
+    """The porous fences' drag over ``dt`` s, in place: every face inside the domain gets
+    u max(0, 1 - dt c_f |u|), c_f the mean of the two cells' fence_drag_cells (the two
+    faces of a fence's cell share its drag). The projection turns the momentum taken into
+    a pressure jump, 0.5 k u^2 across a fence one cell thick: exactly, since the drag is
+    taken from the velocity the projection holds (an implicit u / (1 + dt c_f |u|) would
+    take a share dt c_f |u| less, 20 % for a half-open fence at the wind's Courant number
+    0.25). The clamp at 0 keeps a face from turning round where dt c_f |u| > 1. Faces on
+    the domain's sides keep their boundary values."""
+    c = fence_drag_cells(solid, fence_bottom, fence_top, fence_resistance, z0, cell_size)
+    every = slice(None)
+    _damp(u, c[:, :, :-1], c[:, :, 1:], (every, every, slice(1, -1)), dt)
+    _damp(v, c[:, :-1, :], c[:, 1:, :], (every, slice(1, -1), every), dt)
+    _damp(w, c[:-1], c[1:], (slice(1, -1), every, every), dt)
