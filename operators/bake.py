@@ -41,7 +41,7 @@ from ..properties import (DEFAULT_CACHE_FOLDER, cache_folder_setting,  # noqa: F
                           resume_available, terrain_objects, to_snow_settings, unit_scale)
 from . import gn_bake_format, gn_flakes, particle_output, snow_output, snow_surface
 from .frame_store import GN_BAKE, PTCACHE, FlakeCopier, FrameStore, flake_file_name
-from .scene_io import read_terrain, resolve_cache_folder
+from .scene_io import read_terrain, resolve_cache_folder, scene_fences
 
 FLAKE_EMITTER_NAME = "Snowfall Flakes"
 META_NAME = bake_cache.META_NAME
@@ -94,7 +94,7 @@ def _fingerprint(settings: SnowSettings, terrain_digest: str, frame_start: int, 
                  frame: int) -> str:
     """What the baked state of ``frame`` depends on: the settings (animated wind only up to
     that frame's time, so extending the scene's end frame keeps Resume possible), the
-    terrain, the start frame and the substeps."""
+    terrain and the porous fences (``terrain_digest``), the start frame and the substeps."""
     values = settings.to_dict()
     seconds = (frame - frame_start) * substeps * settings.time_step
     values["wind_keys"] = [k for k in settings.wind_keys if k[0] <= seconds + 1e-9]
@@ -104,10 +104,19 @@ def _fingerprint(settings: SnowSettings, terrain_digest: str, frame_start: int, 
     return digest.hexdigest()
 
 
-def _terrain_digest(vertices, triangles) -> str:
+def _terrain_digest(vertices, triangles, fences=()) -> str:
+    """SHA-256 of the terrain's world-space arrays and of the porous fences (snow_addon.
+    fences.PorousFence: porosity, vertices, triangles), so that a resume refuses a changed
+    fence as it does a changed terrain. Without fences it is the terrain's digest alone, as
+    bakes made before fences recorded it."""
     digest = hashlib.sha256()
     digest.update(np.ascontiguousarray(vertices, dtype=np.float64).tobytes())
     digest.update(np.ascontiguousarray(triangles, dtype=np.int64).tobytes())
+    for fence in fences:
+        digest.update(json.dumps(["porous fence", float(fence.porosity), len(fence.vertices),
+                                  len(fence.triangles)]).encode())
+        digest.update(np.ascontiguousarray(fence.vertices, dtype=np.float64).tobytes())
+        digest.update(np.ascontiguousarray(fence.triangles, dtype=np.int64).tobytes())
     return digest.hexdigest()
 
 
@@ -159,10 +168,12 @@ class BakeJob:
         terrain = read_terrain(context, objects)
         self.parts = terrain.parts
         vertices, triangles = terrain.vertices, terrain.triangles
+        #: The porous snow fences (the Porous Fences collection): only the wind feels them.
+        self.fences = scene_fences(context, objects)
         self.cache = scene_cache_folder(cache_root, scene)
         self.folder = BakeFolder(self.cache)
         self.settings = settings
-        self.terrain_digest = _terrain_digest(vertices, triangles)
+        self.terrain_digest = _terrain_digest(vertices, triangles, self.fences)
         point = None
         if resume:
             point = self._resume_point()
@@ -174,7 +185,8 @@ class BakeJob:
                                  "an end frame after the start frame")
 
         self.sim = Simulation(settings, vertices, triangles,
-                              backend=backend if backend is not None else props.backend)
+                              backend=backend if backend is not None else props.backend,
+                              fences=self.fences)
         if point is not None:
             checkpoint = os.path.join(self.cache, str(point.progress.checkpoint.get("file")))
             try:
@@ -263,6 +275,8 @@ class BakeJob:
                 "fps": scene.render.fps / scene.render.fps_base, "unit_scale": self.scale,
                 "settings": json.loads(json.dumps(self.settings.to_dict(), default=str)),
                 "terrain_sha256": self.terrain_digest, "blender": list(bpy.app.version),
+                "fences": [{"porosity": fence.porosity, "triangles": len(fence.triangles)}
+                           for fence in self.fences],
                 "flakes": {"count": self.settings.flake_count, "format": self.flake_format,
                            "file": particle_output.CACHE_NAME,
                            "compression": self.compression, "velocity_step": self.velocity_step,
@@ -311,12 +325,12 @@ class BakeJob:
         meta = self.folder.read_meta()
         if meta.get("frame_start") != self.frame_start or meta.get("substeps") != self.substeps \
                 or meta.get("terrain_sha256") != self.terrain_digest:
-            raise SnowInputError("bake", "the settings, frame range start or terrain changed "
-                                 "since the bake", "restoring them, or baking again")
+            raise SnowInputError("bake", "the settings, frame range start, terrain or "
+                                 "fences changed since the bake", "restoring them, or baking again")
         point = self.folder.resume_point(self.frame_start)
         if point.fingerprint != self.fingerprint(point.frame):
-            raise SnowInputError("bake", "the settings, frame range start or terrain changed "
-                                 "since the bake", "restoring them, or baking again")
+            raise SnowInputError("bake", "the settings, frame range start, terrain or "
+                                 "fences changed since the bake", "restoring them, or baking again")
         if point.frame >= self.frame_end and point.frame in point.progress.flakes:
             raise SnowInputError("frame_end", f"the bake already reaches frame {point.frame}",
                                  "a later scene end frame to bake more")

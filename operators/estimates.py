@@ -13,7 +13,7 @@ from ..snow_addon.backend import select_backend
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.grid import HeightmapGrid, WindGrid
 from ..properties import terrain_objects, to_snow_settings
-from .scene_io import read_terrain, world_bounds
+from .scene_io import read_terrain, scene_fences, world_bounds
 
 
 @dataclass
@@ -77,7 +77,8 @@ def measure_seconds_per_frame(context) -> float:
         raise SnowInputError("terrain", "no terrain is set", "Set Terrain")
     settings = to_snow_settings(props, scene)
     terrain = read_terrain(context, objects)
-    sim = Simulation(settings, terrain.vertices, terrain.triangles, backend=props.backend)
+    sim = Simulation(settings, terrain.vertices, terrain.triangles, backend=props.backend,
+                     fences=scene_fences(context, objects))
     sim.step(1)
     sim.backend.synchronize()
     start = time.perf_counter()

@@ -1,7 +1,8 @@
 """Reading Blender data into the engine's arrays: the terrain objects' evaluated meshes
 (modifiers applied, the add-on's own snow modifier left out) in world space and SI metres,
-and the cache folder. Nothing here changes the .blend except the brief, restored toggle of
-the snow modifier while a terrain is read.
+the porous snow fences (the mesh objects of the Porous Fences collection, read the same
+way), and the cache folder. Nothing here changes the .blend except the brief, restored
+toggle of the snow modifier while a terrain is read.
 """
 from __future__ import annotations
 
@@ -13,15 +14,19 @@ import bpy
 import numpy as np
 
 from ..snow_addon.errors import SnowInputError
-from ..properties import cache_folder_setting, unit_scale
+from ..snow_addon.fences import PorousFence, check_porosity
+from ..properties import cache_folder_setting, terrain_objects, unit_scale
 
 #: Name of the Geometry Nodes modifier the add-on puts on each terrain object.
 SNOW_MODIFIER_NAME = "Snowfall Snow"
+#: The setting that bad porous fence objects are reported against (properties/groups.py).
+FENCE_SETTING = "fence_collection"
 
 
 @dataclass
 class TerrainPart:
-    """One terrain object as the engine sees it: world-space vertices in metres."""
+    """One terrain object (or porous fence) as the engine sees it: world-space vertices in
+    metres."""
 
     obj: bpy.types.Object
     vertices: np.ndarray        # (N, 3) float64, metres, world space
@@ -66,6 +71,14 @@ def read_terrain(context, objects, setting: str = "terrain") -> Terrain:
     faces, and meshes whose modifiers change the vertex count (the per-vertex snow depth
     is stored on the original mesh, so the two must match)."""
     objects = check_terrain_objects(objects, setting)
+    return Terrain(_world_meshes(context, objects, setting, same_vertex_count=True))
+
+
+def _world_meshes(context, objects, setting: str, same_vertex_count: bool) -> list:
+    """A TerrainPart per mesh object of ``objects``: its evaluated mesh (modifiers applied,
+    the add-on's snow modifier briefly turned off and back on) in world space and metres.
+    Raises SnowInputError naming ``setting`` for a mesh with no faces and, with
+    ``same_vertex_count``, for modifiers that change the vertex count."""
     scale = unit_scale(context.scene)
     toggled = []
     for obj in objects:
@@ -86,7 +99,7 @@ def read_terrain(context, objects, setting: str = "terrain") -> Terrain:
                     raise SnowInputError(setting, f"mesh '{obj.name}' has no faces",
                                          "a mesh with faces (a plane, a grid or a "
                                          "landscape), not only vertices or edges")
-                if len(mesh.vertices) != len(obj.data.vertices):
+                if same_vertex_count and len(mesh.vertices) != len(obj.data.vertices):
                     raise SnowInputError(
                         setting, f"the modifiers of '{obj.name}' change its vertex count "
                         f"({len(obj.data.vertices)} -> {len(mesh.vertices)})",
@@ -105,7 +118,58 @@ def read_terrain(context, objects, setting: str = "terrain") -> Terrain:
     finally:
         for mod in toggled:
             mod.show_viewport = True
-    return Terrain(parts)
+    return parts
+
+
+def read_fences(context, collection, porosity, terrain=None) -> list:
+    """The porous snow fences (snow_addon.fences.PorousFence, all of ``porosity``) of the
+    mesh objects in ``collection`` and its child collections, sorted by name: evaluated
+    (modifiers applied) in world space and metres, as ``read_terrain`` reads the terrain.
+    None or an empty collection: no fences. Raises SnowInputError naming
+    ``fence_collection`` for an object that is not a mesh, a mesh with no faces, or an
+    object of ``terrain`` (default: the scene's terrain objects), and ``fence_porosity``
+    for a porosity out of range. Changes nothing in the .blend."""
+    if collection is None:
+        return []
+    porosity = check_porosity(porosity)
+    holder = {}          # object -> the (child) collection it is in, to name in messages
+    for child in (collection, *collection.children_recursive):
+        for obj in child.objects:
+            holder.setdefault(obj.as_pointer(), child.name)
+    objects = sorted(collection.all_objects, key=lambda obj: obj.name_full)
+    if terrain is None:
+        terrain = terrain_objects(context.scene.snowfall)
+    terrain = {obj.as_pointer() for obj in terrain if obj is not None}
+    for obj in objects:
+        where = holder.get(obj.as_pointer(), collection.name)
+        if obj.type != "MESH":
+            raise SnowInputError(
+                FENCE_SETTING, f"'{obj.name}' in the collection '{where}' is not a mesh (its "
+                f"type is {obj.type})", "only mesh objects in the fence collection: move the "
+                "others out, or convert them (Object > Convert > Mesh)")
+        if obj.as_pointer() in terrain:
+            raise SnowInputError(
+                FENCE_SETTING, f"'{obj.name}' is both a terrain object and a porous fence",
+                f"taking it out of the collection '{where}', or out of the terrain (Set "
+                "Terrain without it): a solid wall belongs in the terrain, a slatted fence "
+                "in the fence collection")
+    fences = []
+    for part in _world_meshes(context, objects, FENCE_SETTING, same_vertex_count=False):
+        try:
+            fences.append(PorousFence(part.vertices, part.triangles, porosity))
+        except SnowInputError as error:
+            if error.setting != "fences":
+                raise
+            raise SnowInputError(FENCE_SETTING, f"fence '{part.obj.name}': {error.problem}",
+                                 error.suggestion) from None
+    return fences
+
+
+def scene_fences(context, terrain=None) -> list:
+    """The scene's porous fences: ``read_fences`` of its Porous Fences collection and
+    Fence Porosity."""
+    props = context.scene.snowfall
+    return read_fences(context, props.fence_collection, props.fence_porosity, terrain)
 
 
 def world_bounds(context, objects):

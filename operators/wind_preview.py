@@ -23,7 +23,7 @@ from ..snow_addon.grid import HeightmapGrid
 from ..snow_addon.wind_preview import (SPEED_COLORMAP, arrow_mesh, seed_points, slice_height,
                                        speed_scale, stride_for_density, trace_streamlines,
                                        wind_arrows)
-from .scene_io import read_terrain
+from .scene_io import read_terrain, scene_fences
 
 #: Upper bound of automatic preview steps (the user can ask for more).
 MAX_AUTO_STEPS = 2000
@@ -38,10 +38,13 @@ SPEED_MATERIAL = "Snowfall Wind Speed"
 # --- building the wind-only simulation -------------------------------------------------------
 
 def _preview_objects(context, props):
-    """The bake's terrain objects, else the selected meshes."""
+    """The bake's terrain objects, else the selected meshes (but the porous fences)."""
     objects = terrain_objects(props)
     if not objects:
-        objects = [obj for obj in context.selected_objects if obj.type == "MESH"]
+        fences = props.fence_collection
+        fences = set(fences.all_objects) if fences is not None else set()
+        objects = [obj for obj in context.selected_objects
+                   if obj.type == "MESH" and obj not in fences]
     return objects
 
 
@@ -79,18 +82,22 @@ def preview_plan(settings, vertices, cells_per_step: float, steps: int):
 
 
 def build_preview_simulation(context, cells_per_step: float, steps: int):
-    """A wind-only ``Simulation`` of the scene's terrain and settings, and its step count.
-    Raises SnowInputError for bad settings or terrain (before allocating)."""
+    """A wind-only ``Simulation`` of the scene's terrain, porous fences and settings, and
+    its step count. Raises SnowInputError for bad settings, terrain or fences (before
+    allocating)."""
     from ..snow_addon.simulation import Simulation
 
     scene = context.scene
     props = scene.snowfall
-    terrain = read_terrain(context, _preview_objects(context, props))
+    objects = _preview_objects(context, props)
+    terrain = read_terrain(context, objects)
+    fences = scene_fences(context, objects)
     vertices, triangles = terrain.vertices, terrain.triangles
     settings = to_snow_settings(props, scene)
     settings, steps = preview_plan(settings, vertices, cells_per_step, steps)
     settings.validate()
-    simulation = Simulation(settings, vertices, triangles, backend=props.backend, flakes=False)
+    simulation = Simulation(settings, vertices, triangles, backend=props.backend, flakes=False,
+                            fences=fences)
     return simulation, steps
 
 

@@ -51,6 +51,13 @@ def draw_snowfall(layout, context):
     col.prop(props, "gust_period")
     col.prop(props, "gust_direction_jitter")
     col.prop(props, "wind_mixing")
+    # Porous snow fences slow the wind only; the porosity greys out until a collection is set.
+    box = col.box()
+    box.label(text="Porous Fences")
+    box.prop(props, "fence_collection", text="Collection")
+    sub = box.column()
+    sub.active = props.fence_collection is not None
+    sub.prop(props, "fence_porosity")
     box = col.box()
     box.label(text="Drift")
     box.prop(props, "drift_enabled")

@@ -20,6 +20,7 @@ from bpy.props import (BoolProperty, CollectionProperty, EnumProperty, FloatProp
 
 from ..blender_compat import PATH_OPTIONS
 from ..snow_addon.backend import BACKEND_CHOICES
+from ..snow_addon.fences import DEFAULT_POROSITY, MAX_POROSITY, MIN_POROSITY
 from ..snow_addon.settings import SnowSettings
 
 #: Default cache folder: empty, which means a folder of the .blend's own beside it,
@@ -128,6 +129,18 @@ class SnowfallSettings(bpy.types.PropertyGroup):
         name="Turbulence", default=_TURBULENCE, min=0.0, max=100.0, soft_max=5.0,
         description="Multiplier on the near-ground eddies that swirl the flakes and mix them "
                     "into the lee of obstacles (0 = flakes follow the mean wind only)")
+
+    # --- porous snow fences (a Simulation argument of their own, not a SnowSettings field) --
+    fence_collection: PointerProperty(
+        name="Porous Fences", type=bpy.types.Collection,
+        description="Mesh objects in this collection (and its child collections) are slatted "
+                    "snow fences that slow the wind; flakes and snow pass through them. Model "
+                    "each as a vertical plane or a box thinner than a wind cell")
+    fence_porosity: FloatProperty(
+        name="Fence Porosity", default=DEFAULT_POROSITY, min=MIN_POROSITY, max=MAX_POROSITY,
+        subtype="FACTOR",
+        description="The open share of the fences' face (0.5 is the usual snow fence, "
+                    "Tabler); a solid wall belongs in the terrain")
 
     # --- flakes ------------------------------------------------------------------------------
     flake_count: IntProperty(

@@ -144,19 +144,19 @@ def _drift_storm(scene, flakes: int):
     return props
 
 
-def snow_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241):
-    """A solid snow fence (2 m high, 20 m long) across a 60 x 30 m plane, wind 10 m/s
-    along +X: a small drift at its windward foot, the lee sheltered behind it
-    (docs/drift_validation.md compares the pattern with Tabler's fences). Returns the
-    terrain object."""
-    bpy.ops.wm.read_factory_settings(use_empty=True)
+#: The fence scenes' layout: a fence 2 m high and 20 m long across a 60 x 30 m plane,
+#: centred on a 0.5 m wind cell's centre (x = -9.75 on this plane) as the validation fence
+#: (benchmarks/drift_validation.py).
+_FENCE_LAYOUT = dict(size_x=60.0, size_y=30.0, fence_height=2.0, fence_length=20.0,
+                     fence_x=-9.75)
+#: The collection the porous_fence scene's fence lives in (its Porous Fences setting).
+FENCE_COLLECTION = "Porous Fences"
+
+
+def _fence_storm(frames: int, flakes: int):
+    """Camera, sun, render and Snowfall settings of the fence scenes: the validation storm
+    on 0.25 m heightmap nodes and 0.5 m wind cells (4 up the fence). Returns the settings."""
     scene = bpy.context.scene
-    # 0.6 m thick and centred on a 0.5 m wind cell's centre (x = -9.75 on this plane), as
-    # the validation fence (benchmarks/drift_validation.py).
-    vertices, triangles = scenes.snow_fence(size_x=60.0, size_y=30.0, fence_height=2.0,
-                                            fence_length=20.0, thickness=0.6,
-                                            fence_x=-9.75, resolution=resolution)
-    terrain = mesh_object("Snow Fence Terrain", vertices, triangles)
     _camera_and_light((-4.0, 0.0, 0.0), 24.0, 9.0, -35.0, lens=30.0)
     _render_defaults(scene)
     scene.frame_start, scene.frame_end = 1, frames
@@ -165,6 +165,51 @@ def snow_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241):
     props.wind_cell_size = 0.5            # 4 cells up the fence
     props.sky_height = 8.0
     props.flake_size = 0.015
+    return props
+
+
+def snow_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241):
+    """A solid snow fence (2 m high, 20 m long, 0.6 m thick) across a 60 x 30 m plane, wind
+    10 m/s along +X: a small drift at its windward foot, the lee sheltered behind it
+    (docs/drift_validation.md compares the pattern with Tabler's fences). Returns the
+    terrain object."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    vertices, triangles = scenes.snow_fence(thickness=0.6, resolution=resolution,
+                                            **_FENCE_LAYOUT)
+    terrain = mesh_object("Snow Fence Terrain", vertices, triangles)
+    _fence_storm(frames, flakes)
+    return terrain
+
+
+def _fence_material():
+    """Weathered wood for the porous fence's plane (so it shows against the snow)."""
+    material = bpy.data.materials.new("Snow Fence Slats")
+    principled = next((n for n in node_tree(material).nodes if n.type == "BSDF_PRINCIPLED"),
+                      None)
+    if principled is not None:
+        principled.inputs["Base Color"].default_value = (0.23, 0.14, 0.08, 1.0)
+        principled.inputs["Roughness"].default_value = 0.8
+    material.diffuse_color = (0.23, 0.14, 0.08, 1.0)
+    return material
+
+
+def porous_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241):
+    """The snow_fence scene with a half-open (porosity 0.5) slatted fence instead of the
+    solid one: a vertical plane (no thickness) of its own in the collection "Porous Fences",
+    the scene's Porous Fences setting. The wind passes through it, slowed; flakes and
+    drifting snow pass through it too. Returns the terrain object (the ground)."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    (vertices, triangles), (fence_vertices, fence_triangles) = scenes.porous_fence(
+        resolution=resolution, **_FENCE_LAYOUT)
+    terrain = mesh_object("Porous Fence Ground", vertices, triangles)
+    fences = bpy.data.collections.new(FENCE_COLLECTION)
+    scene.collection.children.link(fences)
+    fence = mesh_object("Porous Fence", fence_vertices, fence_triangles, collection=fences)
+    fence.data.materials.append(_fence_material())
+    props = _fence_storm(frames, flakes)
+    props.fence_collection = fences
+    props.fence_porosity = 0.5
     return terrain
 
 
@@ -189,7 +234,7 @@ def ridge(frames: int = 96, flakes: int = 200_000, resolution: int = 241):
 
 
 SCENES = {"box_test": box_test, "mountain_valley": mountain_valley, "snow_fence": snow_fence,
-          "ridge": ridge}
+          "porous_fence": porous_fence, "ridge": ridge}
 
 
 def build(name: str, **options):

@@ -64,7 +64,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m snowfall.sample_scenes.demo",
                                      description="Bake a sample scene and render a frame.")
     parser.add_argument("--scene", default="box_test",
-                        choices=("box_test", "mountain_valley", "snow_fence", "ridge"))
+                        choices=("box_test", "mountain_valley", "snow_fence", "porous_fence",
+                                 "ridge"))
     parser.add_argument("--out", default="out/box_test.png", help="PNG to write")
     parser.add_argument("--frames", type=int, default=48, help="frames to bake")
     parser.add_argument("--flakes", type=int, help="flake count (scene default otherwise)")

@@ -46,7 +46,7 @@ def test_panels_draw_without_errors(addon, tools, tmp_path):
         """Collects what the panel draws (a stand-in for a UILayout)."""
 
         def __init__(self):
-            self.labels = []
+            self.labels, self.props = [], []
             self.use_property_split = self.use_property_decorate = False
             self.active = self.enabled = True
 
@@ -58,6 +58,7 @@ def test_panels_draw_without_errors(addon, tools, tmp_path):
                 self.labels.append(kwargs.get("text", ""))
             if name == "prop":
                 assert hasattr(args[0], args[1]), args[1]
+                self.props.append(args[1])
             return self
 
     layout = Recorder()
@@ -65,6 +66,9 @@ def test_panels_draw_without_errors(addon, tools, tmp_path):
     text = "\n".join(layout.labels)
     assert "Backend: cpu" in text and "Why:" in text
     assert f"Wind {guess.wind.nx} x {guess.wind.ny} x {guess.wind.nz}" in text
+    # the porous fences beside the wind and drift settings
+    assert {"fence_collection", "fence_porosity", "wind_mixing", "drift_enabled"} <= \
+        set(layout.props)
 
 
 def test_properties_depend_on_neither_operators_nor_panels():

@@ -29,3 +29,41 @@ def test_sample_scene_builds_and_bakes(addon, tmp_path, name, terrain_name):
         from snowfall.properties import to_snow_settings
         keys = to_snow_settings(props, scene).wind_keys
         assert keys[0][2] == pytest.approx(0.0) and keys[-1][2] == pytest.approx(20.0)
+
+
+def test_porous_fence_scene_builds_and_bakes_with_its_fence(addon, tmp_path):
+    """The porous_fence scene: the snow_fence scene's ground and layout with the fence a
+    vertical plane of its own (no thickness, with a material) in the "Porous Fences"
+    collection, set as the scene's fences at porosity 0.5; the bake takes it."""
+    from snowfall.operators.bake import read_meta, scene_cache_folder
+    from snowfall.sample_scenes.build import SCENES
+
+    assert "porous_fence" in SCENES
+    terrain = build("porous_fence", frames=3, flakes=20_000, resolution=33)
+    scene = bpy.context.scene
+    props = scene.snowfall
+    assert [i.object for i in props.terrain_objects] == [terrain]
+    assert terrain.name == "Porous Fence Ground" and scene.camera is not None
+    assert {v.co.z for v in terrain.data.vertices} == {0.0}            # flat ground
+    collection = props.fence_collection
+    assert collection is not None and collection.name == "Porous Fences"
+    assert scene.collection.children.get(collection.name) == collection
+    assert props.fence_porosity == pytest.approx(0.5)
+    (fence,) = collection.all_objects
+    assert fence.type == "MESH" and fence not in [i.object for i in props.terrain_objects]
+    assert fence.data.materials and fence.data.materials[0] is not None
+    assert not fence.hide_render
+    x = {round(v.co.x, 6) for v in fence.data.vertices}
+    z = [v.co.z for v in fence.data.vertices]
+    assert x == {-9.75} and (min(z), max(z)) == pytest.approx((0.0, 2.0))   # a vertical plane
+    props.heightmap_resolution = 32
+    props.wind_cell_size = 0.0
+    props.wind_resolution = 16
+    props.sky_height = 1.0                # flakes reach the ground within 3 frames
+    props.backend = "cpu"
+    props.cache_folder = str(tmp_path)
+    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    assert snow_surface.baked_frames() == [1, 2, 3]
+    assert snow_surface.read_depth_frame(3).max() > 0.0
+    meta = read_meta(scene_cache_folder(str(tmp_path), scene))
+    assert meta["fences"] == [{"porosity": pytest.approx(0.5), "triangles": 2}]
