@@ -181,15 +181,35 @@ def snow_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241):
     return terrain
 
 
-def _fence_material():
-    """Weathered wood for the porous fence's plane (so it shows against the snow)."""
+def _fence_material(porosity: float = 0.5):
+    """Weathered wood boards with open gaps between them for the porous fence's plane: a
+    horizontal saw wave in object space (0.31 m from board to board), the share
+    ``porosity`` of it transparent, so the render shows a slatted fence."""
     material = bpy.data.materials.new("Snow Fence Slats")
-    principled = next((n for n in node_tree(material).nodes if n.type == "BSDF_PRINCIPLED"),
-                      None)
-    if principled is not None:
-        principled.inputs["Base Color"].default_value = (0.23, 0.14, 0.08, 1.0)
-        principled.inputs["Roughness"].default_value = 0.8
     material.diffuse_color = (0.23, 0.14, 0.08, 1.0)
+    tree = node_tree(material)
+    nodes, links = tree.nodes, tree.links
+    principled = next((n for n in nodes if n.type == "BSDF_PRINCIPLED"), None)
+    output = next((n for n in nodes if n.type == "OUTPUT_MATERIAL"), None)
+    if principled is None or output is None:
+        return material
+    principled.inputs["Base Color"].default_value = (0.23, 0.14, 0.08, 1.0)
+    principled.inputs["Roughness"].default_value = 0.8
+    coordinates = nodes.new("ShaderNodeTexCoord")
+    wave = nodes.new("ShaderNodeTexWave")
+    wave.wave_type, wave.bands_direction, wave.wave_profile = "BANDS", "Z", "SAW"
+    wave.inputs["Scale"].default_value = 1.0
+    links.new(coordinates.outputs["Object"], wave.inputs["Vector"])
+    gap = nodes.new("ShaderNodeMath")
+    gap.operation = "LESS_THAN"
+    gap.inputs[1].default_value = porosity
+    links.new(wave.outputs["Fac"], gap.inputs[0])
+    transparent = nodes.new("ShaderNodeBsdfTransparent")
+    mix = nodes.new("ShaderNodeMixShader")
+    links.new(gap.outputs["Value"], mix.inputs["Fac"])
+    links.new(principled.outputs["BSDF"], mix.inputs[1])
+    links.new(transparent.outputs["BSDF"], mix.inputs[2])
+    links.new(mix.outputs["Shader"], output.inputs["Surface"])
     return material
 
 
@@ -206,10 +226,10 @@ def porous_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241)
     fences = bpy.data.collections.new(FENCE_COLLECTION)
     scene.collection.children.link(fences)
     fence = mesh_object("Porous Fence", fence_vertices, fence_triangles, collection=fences)
-    fence.data.materials.append(_fence_material())
     props = _fence_storm(frames, flakes)
     props.fence_collection = fences
     props.fence_porosity = 0.5
+    fence.data.materials.append(_fence_material(props.fence_porosity))
     return terrain
 
 
