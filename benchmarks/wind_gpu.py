@@ -1,5 +1,5 @@
-"""GPU wind timing: copy bandwidth, per-kernel times and bandwidth fractions, whole wind
-step (default mgpcg, tolerance 1e-4, warm start), MG-PCG from zero vs 25 Jacobi sweeps.
+"""GPU wind timing: copy bandwidth, per-kernel times and bandwidth fractions (the porous
+fences' drag among them), whole wind step (default mgpcg, tolerance 1e-4, warm start), MG-PCG from zero vs 25 Jacobi sweeps.
 
 Run from the repository root with the package importable as ``snowfall``:
     python3 benchmarks/wind_gpu.py [--pairs 3,2] [--baseline DIR] [--sizes 256x256x32,128x128x32]
@@ -80,7 +80,10 @@ def measure(shape, copy_bw, modules=None, kernels=True):
          "iterations_max": int(max(its)), "div_after": infos[-1].divergence_after,
          "rel_res": infos[-1].relative_residual, "levels": len(ws.levels)}
     r["vcycle_ms"] = timed(lambda: ws._replay("vcycle", ws._vcycle), reps=20) * 1e3
-    r["cg_advance_ms"] = timed(lambda: ws._replay("advance", ws._cg_advance), reps=20) * 1e3
+    tolerance, limit = float(ws.settings.pressure_tolerance), int(ws.settings.pressure_max_iterations)
+    r["cg_advance_ms"] = timed(lambda: ws._replay(("advance", tolerance, limit),
+                                                  lambda: ws._cg_advance(tolerance, limit)),
+                               reps=20) * 1e3
     r["cg_direction_ms"] = timed(lambda: ws._replay("direction", ws._cg_direction), reps=20) * 1e3
     kp = ws._pressure
     first = next((n for n, lv in enumerate(ws.levels)
@@ -96,18 +99,26 @@ def measure(shape, copy_bw, modules=None, kernels=True):
         kw, kp = ws._wind, ws._pressure
         un, vn, wn = ws._next
         vx, vy = ws.inflow(0.0)
-        t = timed(lambda: kw.advect_velocity(ws.u, ws.v, ws.w, ws.solid, vx, vy, ws._last_sides, 1.0, dt,
+        t = timed(lambda: kw.advect_velocity(ws.u, ws.v, ws.w, ws.fractions, vx, vy, ws._last_sides, 1.0, dt,
                                              un, vn, wn, blocks=ws._open_blocks))
         r["advect_ms"], r["advect_frac"] = t * 1e3, (2 * faces * 4 + 2 * cells) / t / copy_bw
         if ws._advected is not None:
-            t = timed(lambda: kw.correct_advection(ws.u, ws.v, ws.w, ws.solid, vx, vy, ws._last_sides,
+            t = timed(lambda: kw.correct_advection(ws.u, ws.v, ws.w, ws.fractions, vx, vy, ws._last_sides,
                                                    1.0, dt, un, vn, wn, *ws._advected,
                                                    blocks=ws._open_blocks))
             r["correct_ms"], r["correct_frac"] = t * 1e3, (3 * faces * 4 + 2 * cells) / t / copy_bw
         cx, cy, cz = ws.levels[0].coef
         t = timed(lambda: kw.project(ws.u, ws.v, ws.w, ws.pressure, cx, cy, cz, 0.0))
         r["project_ms"], r["project_frac"] = t * 1e3, (3 * faces * 4 + cells * 4) / t / copy_bw
-        t = timed(lambda: kw.divergence(ws.u, ws.v, ws.w, ws.solid, 1.0, ws._divergence))
+        # porous fences' drag with a fence in every column up to 0.3 nz (its cost's upper
+        # bound; a scene pays it only when it has fences), on copies of the wind
+        fence = (cp.zeros((ny, nx), cp.float32), cp.full((ny, nx), 0.3 * nz, cp.float32),
+                 cp.full((ny, nx), 2.0, cp.float32))
+        winds = (ws.u.copy(), ws.v.copy(), ws.w.copy())
+        t = timed(lambda: kw.porous_drag(*winds, ws.solid, *fence, 0.0, 1.0, dt))
+        r["porous_drag_ms"], r["porous_drag_frac"] = t * 1e3, (2 * faces * 4 + cells) / t / copy_bw
+        del winds
+        t = timed(lambda: kw.divergence(ws.u, ws.v, ws.w, ws.fractions, 1.0, ws._divergence))
         r["divergence_ms"], r["divergence_frac"] = t * 1e3, (faces * 4 + cells * 5) / t / copy_bw
         p, q, b = ws._d, ws._q, ws._rhs
         sweep_bytes = 3 * cells * 4 + faces
