@@ -136,7 +136,9 @@ def read_fences(context, collection, porosity, terrain=None) -> list:
     for child in (collection, *collection.children_recursive):
         for obj in child.objects:
             holder.setdefault(obj.as_pointer(), child.name)
-    objects = sorted(collection.all_objects, key=lambda obj: obj.name_full)
+    # the wind objects of Wind to Object (operators/wind_preview.py) are no fences
+    objects = sorted((obj for obj in collection.all_objects if "snowfall_speed_max" not in obj),
+                     key=lambda obj: obj.name_full)
     if terrain is None:
         terrain = terrain_objects(context.scene.snowfall)
     terrain = {obj.as_pointer() for obj in terrain if obj is not None}

@@ -290,8 +290,18 @@ def streamline_object(context, streamlines, radius: float, name: str = STREAMLIN
     curves.materials.append(speed_material(streamlines.scale.maximum))
     obj = bpy.data.objects.new(name, curves)
     obj["snowfall_speed_max"] = streamlines.scale.maximum
-    context.collection.objects.link(obj)
+    _output_collection(context).objects.link(obj)
     return obj
+
+
+def _output_collection(context):
+    """The active collection, but the scene's own where the active one is (in) the Porous
+    Fences collection: a wind object there would be baked as a fence."""
+    fences = context.scene.snowfall.fence_collection
+    active = context.collection
+    if fences is not None and (active == fences or active in fences.children_recursive):
+        return context.scene.collection
+    return active
 
 
 def arrow_object(context, arrows, name: str = ARROWS_OBJECT):
@@ -312,7 +322,7 @@ def arrow_object(context, arrows, name: str = ARROWS_OBJECT):
     mesh.materials.append(speed_material(arrows.scale.maximum))
     obj = bpy.data.objects.new(name, mesh)
     obj["snowfall_speed_max"] = arrows.scale.maximum
-    context.collection.objects.link(obj)
+    _output_collection(context).objects.link(obj)
     return obj
 
 

@@ -92,41 +92,84 @@ def check_fences(fences) -> tuple[PorousFence, ...]:
     return items
 
 
+#: Sample points of one triangle at most; a larger one is split in four (its edges'
+#: midpoints), so one long fence never needs more than about this many points at once.
+MAX_TRIANGLE_SAMPLES = 1 << 20
+
+
 def _triangle_samples(a: np.ndarray, b: np.ndarray, c: np.ndarray, step: float) -> np.ndarray:
-    """Points (P, 3) covering triangle abc at most ``step`` m apart along its edges, pulled
-    a millionth of the way toward its centroid: a fence that ends on a column boundary
-    stays out of the column beyond it."""
-    longest = max(np.linalg.norm(b - a), np.linalg.norm(c - a), np.linalg.norm(c - b))
-    n = max(1, int(math.ceil(longest / step)))
-    s, t = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-    keep = s + t <= n
-    s, t = s[keep] / n, t[keep] / n
+    """Points (P, 3) covering triangle abc at most ``step`` m apart along the two edges from
+    the vertex opposite its longest edge, pulled a millionth of the way toward its
+    centroid in x and y (heights stay exact): a fence that ends on a column boundary stays
+    out of the column beyond it."""
+    corners = [a, b, c]
+    lengths = [np.linalg.norm(corners[(k + 2) % 3] - corners[(k + 1) % 3]) for k in range(3)]
+    apex = int(np.argmax(lengths))
+    a, b, c = corners[apex], corners[(apex + 1) % 3], corners[(apex + 2) % 3]
+    n_b = max(1, int(math.ceil(np.linalg.norm(b - a) / step)))
+    n_c = max(1, int(math.ceil(np.linalg.norm(c - a) / step)))
+    s, t = np.meshgrid(np.arange(n_b + 1) / n_b, np.arange(n_c + 1) / n_c, indexing="ij")
+    keep = s + t <= 1.0 + 1e-12
+    s, t = s[keep], t[keep]
     points = a + s[:, None] * (b - a) + t[:, None] * (c - a)
     centroid = (a + b + c) / 3.0
-    return centroid + (points - centroid) * (1.0 - 1e-6)
+    points[:, :2] = centroid[:2] + (points[:, :2] - centroid[:2]) * (1.0 - 1e-6)
+    return points
+
+
+def _pieces(a, b, c, step, box):
+    """Triangles covering abc whose samples fit in MAX_TRIANGLE_SAMPLES, those outside the
+    xy ``box`` (xmin, ymin, xmax, ymax) left out."""
+    stack = [(a, b, c)]
+    while stack:
+        a, b, c = stack.pop()
+        low, high = np.minimum(np.minimum(a, b), c), np.maximum(np.maximum(a, b), c)
+        if high[0] < box[0] or high[1] < box[1] or low[0] > box[2] or low[1] > box[3]:
+            continue
+        edges = sorted(np.linalg.norm(p - q) for p, q in ((a, b), (b, c), (c, a)))
+        # _triangle_samples spans the two shorter edges
+        if (edges[0] / step + 2) * (edges[1] / step + 2) / 2 <= MAX_TRIANGLE_SAMPLES:
+            yield a, b, c
+            continue
+        ab, bc, ca = (a + b) / 2, (b + c) / 2, (c + a) / 2
+        stack.extend([(a, ab, ca), (ab, b, bc), (ca, bc, c), (ab, bc, ca)])
 
 
 def fence_columns(fences, grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per wind column of ``grid`` (a WindGrid), host float32 (ny, nx) arrays: the lowest
-    and the highest point (m) of any fence inside the column (NO_FENCE and -NO_FENCE where
-    none: a fence's bottom gap stays open), and the drag coefficient 0.5 k / h (1/m) of
-    the most resistant fence in it (0 where none). A fence counts in every column it
-    passes through: one thicker than a cell, or one on a column boundary, counts in two
-    along the wind and takes twice its pressure loss."""
+    and the highest point (m) of any fence inside the column (-NO_FENCE and NO_FENCE where
+    none: a fence's bottom gap stays open), and the drag coefficient 0.5 k / h (1/m) of the
+    most resistant fence in it (0 where none). Two fences in one column, one above the
+    other, act as one from the lower's bottom to the upper's top. A fence counts in every
+    column it passes through: a plane in one, a box thicker than a cell, or straddling a
+    column boundary, in two along the wind, with twice its pressure loss. Raises
+    SnowInputError naming "fences" for a fence that lies outside the wind domain."""
     bottom = np.full((grid.ny, grid.nx), -NO_FENCE, np.float32)
     top = np.full((grid.ny, grid.nx), NO_FENCE, np.float32)
     resistance = np.zeros((grid.ny, grid.nx), np.float32)
     h = float(grid.cell_size)
-    for fence in check_fences(fences):
+    box = (grid.x0, grid.y0, grid.x0 + grid.nx * h, grid.y0 + grid.ny * h)
+    z_top = grid.z0 + grid.nz * h
+    for number, fence in enumerate(check_fences(fences)):
         drag = np.float32(0.5 * fence.resistance / h)
         v = fence.vertices
+        low, high = math.inf, -math.inf          # heights of its points above the domain
         for a, b, c in fence.triangles:
-            points = _triangle_samples(v[a], v[b], v[c], h / SAMPLES_PER_CELL)
-            i = np.floor((points[:, 0] - grid.x0) / h).astype(np.int64)
-            j = np.floor((points[:, 1] - grid.y0) / h).astype(np.int64)
-            inside = (i >= 0) & (i < grid.nx) & (j >= 0) & (j < grid.ny)
-            i, j, z = i[inside], j[inside], points[inside, 2].astype(np.float32)
-            np.minimum.at(bottom, (j, i), z)
-            np.maximum.at(top, (j, i), z)
-            np.maximum.at(resistance, (j, i), drag)
+            for piece in _pieces(v[a], v[b], v[c], h / SAMPLES_PER_CELL, box):
+                points = _triangle_samples(*piece, h / SAMPLES_PER_CELL)
+                i = np.floor((points[:, 0] - grid.x0) / h).astype(np.int64)
+                j = np.floor((points[:, 1] - grid.y0) / h).astype(np.int64)
+                inside = (i >= 0) & (i < grid.nx) & (j >= 0) & (j < grid.ny)
+                if not inside.any():
+                    continue
+                i, j, z = i[inside], j[inside], points[inside, 2].astype(np.float32)
+                low, high = min(low, float(z.min())), max(high, float(z.max()))
+                np.minimum.at(bottom, (j, i), z)
+                np.maximum.at(top, (j, i), z)
+                np.maximum.at(resistance, (j, i), drag)
+        if not (high > grid.z0 and low < z_top):
+            raise SnowInputError(
+                "fences", f"fence {number + 1} lies outside the wind domain (x {box[0]:.4g}.."
+                f"{box[2]:.4g} m, y {box[1]:.4g}..{box[3]:.4g} m, z {grid.z0:.4g}..{z_top:.4g} m)"
+                ": it would slow no wind", "a fence standing on the terrain, or none")
     return bottom, top, resistance

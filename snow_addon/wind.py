@@ -462,7 +462,16 @@ class WindSolver:
                                      f"has {shape} columns", "fence_columns(fences, grid)")
         host = {name: np.asarray(self.backend.to_host(array), dtype=np.float32)
                 for name, array in arrays.items()}
-        if not bool((host["fence_resistance"] > 0).any()):
+        for name, array in host.items():
+            if not np.isfinite(array).all():
+                raise SnowInputError(name, "holds NaN or infinite values",
+                                     "fence_columns(fences, grid)")
+        fenced = host["fence_resistance"] > 0
+        upside_down = (host["fence_bottom"] > host["fence_top"])[fenced]
+        if (host["fence_resistance"] < 0).any() or upside_down.any():
+            raise SnowInputError("fence_resistance", "must be >= 0, with each fenced column's "
+                                 "bottom at most its top", "fence_columns(fences, grid)")
+        if not bool(fenced.any()):
             self.fence_bottom = self.fence_top = self.fence_resistance = None
             return
         self.fence_bottom, self.fence_top, self.fence_resistance = (

@@ -689,8 +689,8 @@ def porous_drag(u, v, w, solid, fence_bottom, fence_top, fence_resistance, z0, c
     faces of a fence's cell share its drag). The projection turns the momentum taken into
     a pressure jump, 0.5 k u^2 across a fence one cell thick: exactly, since the drag is
     taken from the velocity the projection holds (an implicit u / (1 + dt c_f |u|) would
-    take a share dt c_f |u| less, 20 % for a half-open fence at the wind's Courant number
-    0.25). The clamp at 0 keeps a face from turning round where dt c_f |u| > 1. Faces on
+    take a share dt c_f |u| / (1 + dt c_f |u|) less, 20 % for a half-open fence at the
+    wind's Courant number 0.25). The clamp at 0 keeps a face from turning round where dt c_f |u| > 1. Faces on
     the domain's sides keep their boundary values."""
     c = fence_drag_cells(solid, fence_bottom, fence_top, fence_resistance, z0, cell_size)
     every = slice(None)

@@ -246,3 +246,22 @@ def test_wind_preview_feels_the_fences(addon, tools, tmp_path):
     simulation, _steps = build_preview_simulation(bpy.context, 1.0, 5)
     assert len(simulation.fences) == 1
     assert simulation.heightmap.z_max == pytest.approx(0.0, abs=1e-6)   # the fence is no terrain
+
+
+def test_wind_objects_never_become_fences(addon, tools, tmp_path):
+    """Wind to Object puts its objects beside, not into, the Porous Fences collection when
+    that is the active one, and an earlier wind object moved into it is no fence."""
+    from snowfall.operators.scene_io import read_fences
+    from snowfall.operators.wind_preview import _output_collection
+
+    scene = addon
+    _ground, _fence, collection = _fence_scene(scene, tools, tmp_path)
+    layer = bpy.context.view_layer
+    layer.active_layer_collection = layer.layer_collection.children[collection.name]
+    assert bpy.context.collection == collection
+    assert _output_collection(bpy.context) == scene.collection
+    wind = _fence_plane("Wind Arrows", collection)
+    wind["snowfall_speed_max"] = 6.0
+    bpy.context.view_layer.update()
+    fences = read_fences(bpy.context, collection, 0.4)
+    assert len(fences) == 1
