@@ -564,12 +564,13 @@ def main(argv=None) -> int:
     parser.add_argument("--fence-gap", type=float, metavar="M",
                         help="the porous fence's bottom gap in m (default: the scene's)")
     args = parser.parse_args(argv)
-    scene = SCENES["porous_fence"]
+    table = dict(SCENES)         # this run's scenes, the porous fence as the options say
+    scene = table["porous_fence"]
     if args.porosity is not None:
         scene = dataclasses.replace(scene, porosity=args.porosity)
     if args.fence_gap is not None:
         scene = dataclasses.replace(scene, terrain=dict(scene.terrain, bottom_gap=args.fence_gap))
-    SCENES["porous_fence"] = scene
+    table["porous_fence"] = scene
     name = ALIASES.get(args.scene, args.scene)
     if name != "all" and name not in SCENES:
         parser.error(f"--scene {args.scene!r}: one of {', '.join(SCENES)}, all")
@@ -585,7 +586,7 @@ def main(argv=None) -> int:
             values = dict(overrides) if seed is None else dict(overrides, seed=seed)
             if seed is not None:
                 print(f"\n-- seed {seed}", flush=True)
-            result = run_scene(SCENES[n], args.backend, args.steps, args.flakes, values,
+            result = run_scene(table[n], args.backend, args.steps, args.flakes, values,
                                args.maps if index == 0 else None)
             report(result)
             runs.append(result)
