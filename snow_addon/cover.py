@@ -1,5 +1,6 @@
-"""Snow cover on the heightmap grid: deposit of the flakes' hits, redistribution down-slope,
-and the volume books (deposited volume from an exact integer hit total).
+"""Snow cover on the heightmap grid: deposit of the flakes' hits (the snowfall rate imposed
+at the sky, shared by each step's landings), redistribution down-slope, and the volume books
+(deposited volume from an exact integer total).
 
 Model and the snowfall-rate calibration: docs/flakes_and_cover.md.
 """
@@ -60,6 +61,17 @@ def volume_per_hit(settings, heightmap: HeightmapGrid, height, has_surface, grid
     return target_volume_rate / hits_per_second
 
 
+def snowfall_units_per_step(settings, volume_per_hit: float, surface_nodes: int,
+                            node_area: float) -> int:
+    """The snowfall of one time step over the surface nodes, in 1/WEIGHT_UNITS of
+    ``volume_per_hit`` (an integer: the deposit's books are exact). The deposit shares it
+    among the step's landings (kernels.reference.cover.landing_units)."""
+    if volume_per_hit <= 0.0:
+        return 0
+    volume = settings.snowfall_rate / 3600.0 * surface_nodes * node_area * settings.time_step
+    return int(round(WEIGHT_UNITS * volume / volume_per_hit))
+
+
 class SnowCover:
     """Snow on the heightmap: ``height`` (float32, OPEN_HEIGHT at open nodes), ``has_surface``
     (bool), ``snow_depth`` (float32, m), ``hit_counts`` (int32), all (ny, nx) backend arrays."""
@@ -85,6 +97,10 @@ class SnowCover:
         self.kernels = backend.kernel_module("cover")
         self.volume_per_hit = float(volume_per_hit(settings, hm, height, has_surface, grid))
         self.node_area = hm.node_area
+        #: the snowfall of one step, in 1/WEIGHT_UNITS of a hit (the deposit shares it among
+        #: the step's landings, so snow lands at snowfall_rate however long flakes stay aloft)
+        self.nominal_units = snowfall_units_per_step(settings, self.volume_per_hit,
+                                                     int(has_surface.sum()), hm.node_area)
         self.threshold = np.float32(math.tan(math.radians(settings.angle_of_repose)) * hm.spacing)
         xp = backend.xp
         surface_height = np.where(has_surface, height, OPEN_HEIGHT).astype(np.float32)
@@ -101,13 +117,14 @@ class SnowCover:
             has_surface.astype(bool), self.volume_per_hit, self.node_area))
         self.spare_depth = xp.zeros(hm.shape, dtype=xp.float32)  # redistribution target
         self.hit_total = xp.zeros(1, dtype=xp.int64)
-        #: landings weighted by the flakes aloft as blowing-snow grains, in 1/WEIGHT_UNITS of a
-        #: hit (kernels.reference.cover.hit_weight), and the grain counts the flakes fill
-        #: (swapped buffers, as the hits)
+        #: deposited snow in 1/WEIGHT_UNITS of a hit; the ledger (units still owed, hit total
+        #: at the last deposit) and the grains aloft the flakes count are swapped buffers, as
+        #: the hits (kernels.reference.cover.deposit_hits)
         self.weighted_total = xp.zeros(1, dtype=xp.int64)
+        self.ledger = xp.zeros(2, dtype=xp.int64)
+        self.spare_ledger = xp.zeros(2, dtype=xp.int64)
         self.grain_count = xp.zeros(1, dtype=xp.int32)
         self.spare_grain_count = xp.zeros(1, dtype=xp.int32)
-        self.flake_count = int(settings.flake_count)
         self.timer = StageTimer(backend)  # the Simulation shares its own when profiling
 
     @staticmethod
@@ -125,8 +142,10 @@ class SnowCover:
         with self.timer.stage("cover.deposit"):
             k.deposit_hits(self.hit_counts, self.deposit_scale, self.has_surface, self.snow_depth,
                            self.hit_total, self.spare_hit_counts, self.weighted_total,
-                           self.grain_count, self.spare_grain_count, self.flake_count)
+                           self.ledger, self.spare_ledger, self.nominal_units,
+                           self.spare_grain_count)
             self.hit_counts, self.spare_hit_counts = self.spare_hit_counts, self.hit_counts
+            self.ledger, self.spare_ledger = self.spare_ledger, self.ledger
             self.grain_count, self.spare_grain_count = self.spare_grain_count, self.grain_count
         if transport is not None:
             with self.timer.stage("cover.drift"):
@@ -149,8 +168,8 @@ class SnowCover:
         return int(self.backend.to_host(self.hit_total)[0])
 
     def deposited_volume(self) -> float:
-        """m^3 deposited since the start: the exact weighted hit total (each hit weighs more
-        while flakes blow about as grains, so the snowfall keeps its rate) times
+        """m^3 deposited since the start: the exact weighted hit total (each step's landings
+        share that step's snowfall, so it lands at ``snowfall_rate``) times
         ``volume_per_hit``."""
         units = int(self.backend.to_host(self.weighted_total)[0])
         return units / WEIGHT_UNITS * self.volume_per_hit
@@ -166,12 +185,14 @@ class SnowCover:
                 "hit_counts": np.array(to_host(self.hit_counts), copy=True),
                 "hit_total": np.array(to_host(self.hit_total), copy=True),
                 "weighted_total": np.array(to_host(self.weighted_total), copy=True),
+                "ledger": np.array(to_host(self.ledger), copy=True),
                 "grain_count": np.array(to_host(self.grain_count), copy=True)}
 
     def load_state_dict(self, state) -> None:
         expected = {"snow_depth": (self.snow_depth.shape, np.float32),
                     "hit_counts": (self.hit_counts.shape, np.int32), "hit_total": ((1,), np.int64),
-                    "weighted_total": ((1,), np.int64), "grain_count": ((1,), np.int32)}
+                    "weighted_total": ((1,), np.int64), "ledger": ((2,), np.int64),
+                    "grain_count": ((1,), np.int32)}
         for name, (shape, dtype) in expected.items():
             if name not in state:
                 raise SnowInputError("state", f"snow cover state lacks {name!r}", "a state saved by this version")

@@ -31,7 +31,7 @@ from .wind import WindSolver, WindStepInfo, wind_schedule
 #: allocator slack, temporaries and the host side).
 MEMORY_HEADROOM = 0.85
 
-STATE_FORMAT_VERSION = 1
+STATE_FORMAT_VERSION = 2
 
 
 @dataclass
@@ -46,6 +46,8 @@ class StepDiagnostics:
     snow_volume: float = 0.0
     """m^3 of snow on the ground; the books balance as deposited_volume == snow_volume (the
     drift wraps around the grid's edges, as the flakes do)."""
+    grains_aloft: int = 0
+    """Flakes blowing about as grains of blowing snow after the step (drift on)."""
 
 
 @dataclass
@@ -226,8 +228,11 @@ class Simulation:
     def diagnostics(self) -> StepDiagnostics:
         """The last step's diagnostics (reads a few scalars from the device)."""
         hits = self.cover.hits() - int(self.backend.to_host(self._hit_total_before)[0])
+        grains = 0
+        if self.drift is not None and self.step_index > 0:
+            grains = int(self.backend.to_host(self.cover.spare_grain_count)[0])
         return StepDiagnostics(self.step_index, self.time, self._last_wind, hits,
-                               self.cover.deposited_volume(), self.cover.snow_volume())
+                               self.cover.deposited_volume(), self.cover.snow_volume(), grains)
 
     @property
     def stage_seconds(self) -> dict:

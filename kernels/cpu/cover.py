@@ -2,8 +2,8 @@
 import numba
 import numpy as np
 
-from ..reference.cover import (FOOTPRINT, WEIGHT_UNITS, book_hits,  # noqa: F401
-                               deposit_scale, hit_weight)
+from ..reference.cover import (FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS,  # noqa: F401
+                               book_deposit, deposit_scale, deposit_weight, landing_units)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -28,12 +28,16 @@ def _deposit(hit_counts, scale, has_surface, snow_depth, footprint, factor):
 
 
 def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
-                 weighted_total=None, grain_count=None, next_grain_count=None, flake_count=0):
+                 weighted_total=None, ledger=None, next_ledger=None, nominal_units=0,
+                 next_grain_count=None):
     """See kernels.reference.cover.deposit_hits."""
-    units = WEIGHT_UNITS if grain_count is None else hit_weight(flake_count, grain_count[0])
+    hits = int(hit_counts.sum(dtype=np.int64))
+    hit_total[0] += hits
+    units, landings, owed = deposit_weight(hit_total, hits, ledger, nominal_units)
     _deposit(hit_counts, scale, has_surface, snow_depth, FOOTPRINT,
              np.float32(np.float32(units) / np.float32(WEIGHT_UNITS)))
-    book_hits(hit_counts, units, hit_total, next_hit_counts, weighted_total, next_grain_count)
+    book_deposit(units, landings, owed, hit_total, weighted_total, next_ledger, next_hit_counts,
+                 next_grain_count)
 
 
 @numba.njit(inline="always", cache=True)

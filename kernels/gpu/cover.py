@@ -4,61 +4,23 @@ import functools
 
 import numpy as np
 
-from ..reference.cover import FOOTPRINT, WEIGHT_UNITS, deposit_scale  # noqa: F401
+from ..reference.cover import FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS, deposit_scale  # noqa: F401
 from .common import compile_module
 
 BLOCK = 256
 MAX_GRID_ROWS = 65535
 
-SOURCE = "#define BLOCK " + str(BLOCK) + "\n#define WEIGHT_UNITS " + str(WEIGHT_UNITS) + r"""
+SOURCE = ("#define BLOCK " + str(BLOCK) + "\n#define WEIGHT_UNITS " + str(WEIGHT_UNITS)
+          + "LL\n#define MAX_LANDING_UNITS " + str(MAX_LANDING_UNITS) + "LL\n") + r"""
 __constant__ float FOOTPRINT[25] = {""" + ", ".join(repr(float(x)) + "f" for x in FOOTPRINT.ravel()) + r"""};
 
-// Gather every hit's footprint into the surface nodes, zero next_hit_counts (the buffer the
-// flakes fill next step) and add the hit count to *hit_total. With grains, each hit weighs
-// hit_weight(flake_count, *grain_count) units (kernels.reference.cover), *weighted_total
-// gains hits times units and *next_grain_count is zeroed. Grid: (x blocks, ny rows).
-extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __restrict__ hit_counts,
-        const float* __restrict__ scale, const bool* __restrict__ has_surface,
-        float* __restrict__ snow_depth, unsigned long long* __restrict__ hit_total,
-        int* __restrict__ next_hit_counts, int grains, const int* __restrict__ grain_count,
-        int* __restrict__ next_grain_count, unsigned long long* __restrict__ weighted_total,
-        long long flake_count, int row0, int nx, int ny) {
+// Add this step's hits to *hit_total: one integer atomic per block (a per-warp atomic on
+// one address serialises in L2). Grid: (x blocks, ny rows).
+extern "C" __global__ void __launch_bounds__(BLOCK) count_hits(const int* __restrict__ hit_counts,
+        unsigned long long* __restrict__ hit_total, int row0, int nx, int ny) {
     __shared__ int warp_hits[BLOCK / 32];
-    long long units = WEIGHT_UNITS;
-    if (grains) {
-        long long free = flake_count - (long long)grain_count[0];
-        units = free <= 0 ? WEIGHT_UNITS * (flake_count > 1 ? flake_count : 1LL)
-                          : (2LL * WEIGHT_UNITS * flake_count + free) / (2LL * free);
-        if (row0 == 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
-            next_grain_count[0] = 0;
-    }
-    const float factor = (float)units / (float)WEIGHT_UNITS;
     int i = blockIdx.x * BLOCK + threadIdx.x, j = row0 + blockIdx.y;
-    int n = j * nx + i;
-    int own_hits = 0;
-    if (i < nx) {
-        own_hits = hit_counts[n];
-        next_hit_counts[n] = 0;
-        if (has_surface[n]) {
-            float added = 0.0f;
-            #pragma unroll
-            for (int dj = 0; dj < 5; ++dj) {
-                int sj = j + 2 - dj;
-                #pragma unroll
-                for (int di = 0; di < 5; ++di) {
-                    int si = i + 2 - di;
-                    float source = 0.0f;
-                    if (sj >= 0 && sj < ny && si >= 0 && si < nx) {
-                        int s = sj * nx + si;
-                        source = ((float)__ldg(hit_counts + s) * __ldg(scale + s)) * factor;
-                    }
-                    added = added + source * FOOTPRINT[dj * 5 + di];
-                }
-            }
-            snow_depth[n] = snow_depth[n] + added;
-        }
-    }
-    // one integer atomic per block (a per-warp atomic on one address serialises in L2)
+    int own_hits = i < nx ? __ldg(hit_counts + j * nx + i) : 0;
     for (int offset = 16; offset > 0; offset >>= 1)
         own_hits += __shfl_down_sync(0xffffffffu, own_hits, offset);
     if ((threadIdx.x & 31) == 0) warp_hits[threadIdx.x >> 5] = own_hits;
@@ -66,11 +28,62 @@ extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __re
     if (threadIdx.x == 0) {
         int block_hits = 0;
         for (int k = 0; k < BLOCK / 32; ++k) block_hits += warp_hits[k];
-        if (block_hits != 0) {
-            atomicAdd(hit_total, (unsigned long long)(long long)block_hits);
-            if (grains) atomicAdd(weighted_total, (unsigned long long)((long long)block_hits * units));
+        if (block_hits != 0) atomicAdd(hit_total, (unsigned long long)(long long)block_hits);
+    }
+}
+
+// Gather every hit's footprint into the surface nodes and zero next_hit_counts (the buffer
+// the flakes fill next step). With imposed, each hit weighs landing_units (kernels.reference
+// .cover) units: ledger = (units owed, hit_total at the last deposit) is read by every
+// thread, thread 0 of the first launch writes next_ledger and *weighted_total; else
+// WEIGHT_UNITS. That thread also zeroes *next_grain_count. Runs after count_hits. Grid:
+// (x blocks, ny rows).
+extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __restrict__ hit_counts,
+        const float* __restrict__ scale, const bool* __restrict__ has_surface,
+        float* __restrict__ snow_depth, const unsigned long long* __restrict__ hit_total,
+        int* __restrict__ next_hit_counts, unsigned long long* __restrict__ weighted_total,
+        const long long* __restrict__ ledger, long long* __restrict__ next_ledger,
+        long long nominal_units, int imposed, int* __restrict__ next_grain_count, int row0,
+        int nx, int ny) {
+    long long units = WEIGHT_UNITS;
+    if (imposed) {
+        long long landings = (long long)hit_total[0] - ledger[1];
+        long long total = ledger[0] + nominal_units;
+        units = 0;
+        if (landings > 0) {
+            units = total / landings;
+            if (units > MAX_LANDING_UNITS) units = MAX_LANDING_UNITS;
+        }
+        if (row0 == 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+            next_ledger[0] = total - units * (landings > 0 ? landings : 0);
+            next_ledger[1] = (long long)hit_total[0];
+            if (landings > 0) weighted_total[0] += (unsigned long long)(units * landings);
         }
     }
+    if (row0 == 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
+        next_grain_count[0] = 0;
+    const float factor = (float)units / (float)WEIGHT_UNITS;
+    int i = blockIdx.x * BLOCK + threadIdx.x, j = row0 + blockIdx.y;
+    if (i >= nx) return;
+    int n = j * nx + i;
+    next_hit_counts[n] = 0;
+    if (!has_surface[n]) return;
+    float added = 0.0f;
+    #pragma unroll
+    for (int dj = 0; dj < 5; ++dj) {
+        int sj = j + 2 - dj;
+        #pragma unroll
+        for (int di = 0; di < 5; ++di) {
+            int si = i + 2 - di;
+            float source = 0.0f;
+            if (sj >= 0 && sj < ny && si >= 0 && si < nx) {
+                int s = sj * nx + si;
+                source = ((float)__ldg(hit_counts + s) * __ldg(scale + s)) * factor;
+            }
+            added = added + source * FOOTPRINT[dj * 5 + di];
+        }
+    }
+    snow_depth[n] = snow_depth[n] + added;
 }
 
 __device__ __forceinline__ float pair_flux(float surface_a, float surface_b, float snow_a,
@@ -132,16 +145,20 @@ def _launch(name, shape, arguments):
 
 
 def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
-                 weighted_total=None, grain_count=None, next_grain_count=None, flake_count=0):
-    """See kernels.reference.cover.deposit_hits (the totals are summed on the device, the
-    hit weight is computed there from ``grain_count``: no host read)."""
-    grains = grain_count is not None
-    if not grains:
-        weighted_total = grain_count = next_grain_count = hit_total   # never read or written
+                 weighted_total=None, ledger=None, next_ledger=None, nominal_units=0,
+                 next_grain_count=None):
+    """See kernels.reference.cover.deposit_hits: two launches, the hit count then the
+    deposit, which computes the landings' units on the device (no host read). Stand-ins
+    for the buffers not given are never read or written, except next_hit_counts[0], which
+    the kernel zeroes in place of ``next_grain_count`` (it zeroes it anyway)."""
+    imposed = ledger is not None
+    if not imposed:
+        ledger = next_ledger = weighted_total = hit_total
+    _launch("count_hits", hit_counts.shape, (hit_counts, hit_total))
     _launch("deposit_hits", hit_counts.shape,
             (hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
-             np.int32(grains), grain_count, next_grain_count, weighted_total,
-             np.int64(flake_count)))
+             weighted_total, ledger, next_ledger, np.int64(nominal_units), np.int32(imposed),
+             next_hit_counts if next_grain_count is None else next_grain_count))
 
 
 def redistribute(height, has_surface, snow_depth, threshold, min_depth, fraction, snow_out):

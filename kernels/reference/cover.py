@@ -36,28 +36,46 @@ def deposit_scale(has_surface, volume_per_hit, node_area):
 WEIGHT_UNITS = 4096
 
 
-def hit_weight(flake_count, grain_count):
-    """Units (1/WEIGHT_UNITS of a hit's volume) each landing of this step deposits:
-    WEIGHT_UNITS * N / (N - B) rounded to the nearest unit, with N flakes of which B are
-    aloft as blowing-snow grains. Grains are not falling from the sky, so each landing
-    stands for that much more snowfall: the snowfall rate does not depend on how many flakes
-    blow about. Integer arithmetic, the same on every backend; WEIGHT_UNITS when B = 0."""
-    n, free = int(flake_count), int(flake_count) - int(grain_count)
-    if free <= 0:
-        return WEIGHT_UNITS * max(n, 1)
-    return (2 * WEIGHT_UNITS * n + free) // (2 * free)
+#: A landing deposits at most this many units (16 hits' worth): a step with few landings
+#: leaves the rest of the sky's snow owed to the next ones instead of piling it on one node.
+MAX_LANDING_UNITS = 16 * WEIGHT_UNITS
+
+
+def landing_units(owed_units, nominal_units, landings):
+    """(units each landing of this step deposits, units still owed after it), integers.
+
+    The snowfall is imposed at the sky: each step owes ``nominal_units`` (the snowfall
+    rate's volume per step, in 1/WEIGHT_UNITS of a hit) on top of what earlier steps still
+    owe, and this step's ``landings`` share it equally: floor(owed / landings) units each,
+    at most MAX_LANDING_UNITS; the remainder (and everything, when nothing landed) is owed
+    on. So the snow lands at ``snowfall_rate`` however long the flakes stay aloft (eddies,
+    blowing snow, updrafts), and where it lands is where the flakes land. The same integer
+    arithmetic on every backend."""
+    total = int(owed_units) + int(nominal_units)
+    landings = int(landings)
+    if landings <= 0:
+        return 0, total
+    units = min(total // landings, MAX_LANDING_UNITS)
+    return units, total - units * landings
 
 
 def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
-                 weighted_total=None, grain_count=None, next_grain_count=None, flake_count=0):
-    """Gather the footprints of every hit into ``snow_depth`` (surface nodes only), add the
-    number of hits to ``hit_total`` (int64, shape (1,)) and zero ``next_hit_counts`` (int32,
-    the buffer the flakes fill next step; must not alias ``hit_counts``, which is left as is).
-    With ``grain_count`` (int32 (1,), the grains aloft the flakes counted this step) each
-    hit weighs ``hit_weight(flake_count, grain_count[0])`` units; ``weighted_total`` (int64
-    (1,)) gains hits times units and ``next_grain_count`` is zeroed. Without, a hit weighs
-    WEIGHT_UNITS units (the plain deposit)."""
-    units = WEIGHT_UNITS if grain_count is None else hit_weight(flake_count, grain_count[0])
+                 weighted_total=None, ledger=None, next_ledger=None, nominal_units=0,
+                 next_grain_count=None):
+    """Gather the footprints of this step's hits into ``snow_depth`` (surface nodes only)
+    and zero ``next_hit_counts`` (int32, the buffer the flakes fill next step; must not
+    alias ``hit_counts``, which is left as is) and ``next_grain_count`` (int32 (1,), when
+    given). ``hit_total`` (int64 (1,)) gains the hits.
+
+    With ``ledger`` (int64 (2,): units still owed, ``hit_total`` when the last deposit was
+    booked) each hit weighs ``landing_units(ledger[0], nominal_units, landings)`` units
+    (1/WEIGHT_UNITS of the volume ``scale`` was made for) and ``next_ledger`` receives the
+    new pair (swapped buffers: every GPU thread reads the old one), and ``weighted_total``
+    (int64 (1,)) gains hits times units. Without, each hit weighs WEIGHT_UNITS (a plain
+    deposit, no books beyond ``hit_total``)."""
+    hits = int(hit_counts.sum(dtype=np.int64))
+    hit_total[0] += hits
+    units, landings, owed = deposit_weight(hit_total, hits, ledger, nominal_units)
     factor = np.float32(np.float32(units) / np.float32(WEIGHT_UNITS))
     ny, nx = hit_counts.shape
     source = np.zeros((ny + 4, nx + 4), np.float32)
@@ -69,19 +87,30 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
             added = (added + source[4 - dj:4 - dj + ny, 4 - di:4 - di + nx] * FOOTPRINT[dj, di]
                      ).astype(np.float32)
     snow_depth[...] = np.where(has_surface, snow_depth + added, snow_depth).astype(np.float32)
-    book_hits(hit_counts, units, hit_total, next_hit_counts, weighted_total, next_grain_count)
+    book_deposit(units, landings, owed, hit_total, weighted_total, next_ledger, next_hit_counts,
+                 next_grain_count)
 
 
-def book_hits(hit_counts, units, hit_total, next_hit_counts, weighted_total, next_grain_count):
-    """The books of ``deposit_hits`` (host arrays): add the hits to ``hit_total`` and hits
-    times ``units`` to ``weighted_total`` (when given), zero the next step's buffers."""
-    hits = np.int64(hit_counts.sum(dtype=np.int64))
-    hit_total[0] += hits
-    if weighted_total is not None:
-        weighted_total[0] += hits * np.int64(units)
+def deposit_weight(hit_total, hits, ledger, nominal_units):
+    """(units per hit, landings, units owed after) of ``deposit_hits`` once the hits are
+    in ``hit_total`` (host arrays)."""
+    if ledger is None:
+        return WEIGHT_UNITS, hits, 0
+    landings = int(hit_total[0]) - int(ledger[1])
+    units, owed = landing_units(ledger[0], nominal_units, landings)
+    return units, landings, owed
+
+
+def book_deposit(units, landings, owed, hit_total, weighted_total, next_ledger, next_hit_counts,
+                 next_grain_count):
+    """The books of ``deposit_hits`` (host arrays) and the zeroed buffers."""
+    if next_ledger is not None:
+        weighted_total[0] += np.int64(units) * np.int64(max(landings, 0))
+        next_ledger[0] = np.int64(owed)
+        next_ledger[1] = hit_total[0]
+    next_hit_counts[...] = 0
     if next_grain_count is not None:
         next_grain_count[0] = 0
-    next_hit_counts[...] = 0
 
 
 def redistribute(height, has_surface, snow_depth, threshold, min_depth, fraction, snow_out):

@@ -8,6 +8,7 @@ import pytest
 
 from snowfall.kernels.cpu import cover as cpu_cover
 from snowfall.kernels.reference import cover as ref_cover
+from snowfall.kernels.reference.cover import WEIGHT_UNITS
 from snowfall.snow_addon.backend import select_backend
 from snowfall.snow_addon.cover import SnowCover
 from snowfall.snow_addon.errors import SnowInputError
@@ -59,39 +60,58 @@ def test_deposit_adds_exactly_the_hit_volume_at_edges_and_near_open_nodes(module
     np.testing.assert_allclose(depth[2:7, 5:10] * area / volume, ref_cover.FOOTPRINT / 1.0048, rtol=1e-5)
 
 
-def test_hit_weight_keeps_the_snowfall_while_flakes_blow_about():
+def test_landing_units_share_each_steps_snowfall_exactly():
     units = ref_cover.WEIGHT_UNITS
-    assert ref_cover.hit_weight(1000, 0) == units                   # no grains: one hit
-    assert ref_cover.hit_weight(1000, 200) == units * 1000 // 800    # 1.25 hits
-    assert ref_cover.hit_weight(3, 1) == round(units * 1.5)
-    assert ref_cover.hit_weight(7, 3) == round(units * 7 / 4)       # rounded to a unit
-    assert ref_cover.hit_weight(5, 5) == units * 5                   # all aloft: capped
-    assert ref_cover.hit_weight(0, 0) == units
+    assert ref_cover.landing_units(0, 10 * units, 10) == (units, 0)        # one hit each
+    assert ref_cover.landing_units(0, 1000, 3) == (333, 1)                 # remainder owed
+    assert ref_cover.landing_units(7, 1000, 0) == (0, 1007)                # nobody landed
+    assert ref_cover.landing_units(0, 100 * units, 1) == (                 # one landing: capped
+        ref_cover.MAX_LANDING_UNITS, 100 * units - ref_cover.MAX_LANDING_UNITS)
+    rng = np.random.default_rng(1)
+    owed, deposited, nominal = 0, 0, 12_345
+    for landings in rng.integers(0, 9, 500):
+        each, owed = ref_cover.landing_units(owed, nominal, landings)
+        assert 0 <= owed and (landings == 0 or each == ref_cover.MAX_LANDING_UNITS
+                              or owed < landings)
+        deposited += each * landings
+    assert deposited + owed == 500 * nominal
 
 
 @pytest.mark.parametrize("module", [ref_cover, cpu_cover], ids=["reference", "cpu"])
-def test_weighted_deposit_adds_the_weighted_volume_and_counts_it_exactly(module):
-    height, surface, _depth, hits = random_cover_input(3)
-    volume, area = 0.002, 0.25
+def test_imposed_deposit_lays_down_the_snowfall_however_few_flakes_land(module):
+    # each step owes the same snowfall; steps with many, few or no hits share it out
+    height, surface, _depth, _ = random_cover_input(3)
+    volume, area, nominal = 0.002, 0.25, 37 * ref_cover.WEIGHT_UNITS + 5
     scale = module.deposit_scale(surface, volume, area)
     depth = np.zeros(height.shape, np.float32)
     total, weighted = np.zeros(1, np.int64), np.zeros(1, np.int64)
-    grains, next_grains = np.array([200], np.int32), np.array([9], np.int32)
-    module.deposit_hits(hits, scale, surface, depth, total, np.ones_like(hits), weighted,
-                        grains, next_grains, 1000)
-    units = ref_cover.hit_weight(1000, 200)
-    assert total[0] == hits.sum() and weighted[0] == hits.sum() * units
-    assert next_grains[0] == 0 and grains[0] == 200
-    np.testing.assert_allclose(depth.sum(dtype=np.float64) * area,
-                               hits.sum() * volume * units / ref_cover.WEIGHT_UNITS, rtol=1e-5)
-    # no grains aloft: the plain deposit to the bit
-    plain, weighted_plain = np.zeros(height.shape, np.float32), np.zeros(1, np.int64)
+    ledger, spare = np.zeros(2, np.int64), np.zeros(2, np.int64)
+    rng = np.random.default_rng(4)
+    for step in range(12):
+        hits = np.zeros(height.shape, np.int32)
+        count = [60, 3, 0, 0, 1, 25][step % 6]
+        nodes = rng.choice(np.flatnonzero(surface), count)
+        np.add.at(hits.ravel(), nodes, 1)
+        before = depth.copy()
+        grains = np.array([9], np.int32)
+        module.deposit_hits(hits, scale, surface, depth, total, np.ones_like(hits), weighted,
+                            ledger, spare, nominal, grains)
+        ledger, spare = spare, ledger
+        assert ledger[1] == total[0] == spare[1] + count and grains[0] == 0
+        each = (weighted[0] - (0 if step == 0 else booked)) // max(count, 1)
+        booked = weighted[0]
+        np.testing.assert_allclose((depth - before).sum(dtype=np.float64) * area,
+                                   count * each / ref_cover.WEIGHT_UNITS * volume, rtol=1e-5)
+    assert weighted[0] + ledger[0] == 12 * nominal
+    assert ledger[0] < ref_cover.WEIGHT_UNITS            # less than a hit's worth still owed
+    # with the owed snowfall an exact multiple, the plain deposit to the bit
+    hits = np.where(surface, rng.integers(0, 3, height.shape), 0).astype(np.int32)
+    plain, imposed = np.zeros(height.shape, np.float32), np.zeros(height.shape, np.float32)
     module.deposit_hits(hits, scale, surface, plain, np.zeros(1, np.int64), np.ones_like(hits))
-    none = np.zeros(height.shape, np.float32)
-    module.deposit_hits(hits, scale, surface, none, np.zeros(1, np.int64), np.ones_like(hits),
-                        weighted_plain, np.zeros(1, np.int32), np.zeros(1, np.int32), 1000)
-    np.testing.assert_array_equal(none, plain)
-    assert weighted_plain[0] == hits.sum() * ref_cover.WEIGHT_UNITS
+    module.deposit_hits(hits, scale, surface, imposed, np.zeros(1, np.int64), np.ones_like(hits),
+                        np.zeros(1, np.int64), np.zeros(2, np.int64), np.zeros(2, np.int64),
+                        int(hits.sum()) * ref_cover.WEIGHT_UNITS)
+    np.testing.assert_array_equal(imposed, plain)
 
 
 def random_cover_input(seed, shape=(23, 31)):
@@ -114,8 +134,8 @@ def test_numba_cover_kernels_match_reference(seed):
         scale = module.deposit_scale(surface, 0.01, 0.25)
         module.deposit_hits(hits, scale, surface, d, total, np.ones_like(hits))
         module.deposit_hits(hits, scale, surface, d, total, np.ones_like(hits),
-                            np.zeros(1, np.int64), np.array([3], np.int32),
-                            np.zeros(1, np.int32), 17)
+                            np.zeros(1, np.int64), np.array([3, total[0]], np.int64),
+                            np.zeros(2, np.int64), 5 * ref_cover.WEIGHT_UNITS + 7)
         after_deposit = d.copy()
         out = np.full_like(d, np.nan)
         module.redistribute(height, surface, d, np.float32(0.3), np.float32(0.05),
@@ -224,8 +244,14 @@ def test_snowfall_rate_gives_the_mean_depth_on_a_flat_plane():
     expected = settings.snowfall_rate * steps * DT / 3600.0
     hits = cover.hits()
     assert hits > 10_000
-    # about 1/sqrt(hits) statistical spread, plus the start-up; 4 % is several sigma
-    assert abs(cover.snow_depth.mean() / expected - 1.0) < 0.04
+    # the snowfall is imposed: the mean depth is the rate's, up to float32 sums and the
+    # part of a hit still owed
+    assert cover.snow_depth.mean() == pytest.approx(expected, rel=1e-4)
+    assert cover.deposited_volume() == pytest.approx(expected * 16.5 * 16.5, rel=1e-4)
+    # and volume_per_hit is calibrated so that a landing weighs about one hit in steady
+    # fall (about 1/sqrt(hits) statistical spread, plus the start-up; 4 % is several sigma)
+    units = int(np.asarray(cover.weighted_total)[0])
+    assert units / (hits * WEIGHT_UNITS) == pytest.approx(1.0, abs=0.04)
 
 
 def test_state_dict_round_trip_and_bad_input():

@@ -162,10 +162,13 @@ def test_gpu_cover_kernels_match_reference(gpu_backend, monkeypatch, shape, max_
         module.deposit_hits(device_hits, xp.asarray(scale), xp.asarray(surface), d, total, next_hits)
         assert int(next_hits.sum()) == 0 and int(device_hits.sum()) == hits.sum()
         weighted, next_grains = xp.zeros(1, xp.int64), xp.ones(1, xp.int32)
+        ledger = xp.asarray(np.array([3, hits.sum()], np.int64))    # booked the first call
+        next_ledger, nominal = xp.zeros(2, xp.int64), 5 * ref_cover.WEIGHT_UNITS + 7
         module.deposit_hits(device_hits, xp.asarray(scale), xp.asarray(surface), d, total,
-                            next_hits, weighted, xp.asarray(np.array([3], np.int32)),
-                            next_grains, 17)
-        assert int(weighted[0]) == hits.sum() * ref_cover.hit_weight(17, 3)
+                            next_hits, weighted, ledger, next_ledger, nominal, next_grains)
+        units, owed = ref_cover.landing_units(3, nominal, hits.sum())
+        assert int(weighted[0]) == hits.sum() * units
+        assert [int(x) for x in next_ledger] == [owed, 2 * hits.sum()]
         assert int(next_grains[0]) == 0
         after_deposit = d.copy()
         out = xp.full_like(d, np.nan)
