@@ -140,6 +140,8 @@ class SnowDrift:
         self.eddy_scale = np.float32(KARMAN * float(settings.turbulence))
         self.eddy_steps = np.uint32(max(1, round(EDDY_TIME / float(settings.time_step))))
         self.heading = (1.0, 0.0)
+        # the eddies' u* floor (m/s): the open fetch's, from the wind before gusts
+        self.eddy_floor = np.float32(0.0)
 
     @staticmethod
     def estimate_bytes(heightmap_grid, grid) -> int:
@@ -172,20 +174,24 @@ class SnowDrift:
         step's blowing snow (``lift_arguments``) and transport (``step``) use."""
         self.kernels.surface_wind(wind.u, wind.v, wind.w, wind.fractions, self.wind_x,
                                   self.wind_y, self.scour)
-        _speed, heading = base_wind(self.settings, time)
+        speed, heading = base_wind(self.settings, time)
         self.heading = (math.cos(math.radians(heading)), math.sin(math.radians(heading)))
+        self.eddy_floor = np.float32(float(self.ustar_per_speed) * speed)
 
     def lift_arguments(self, step_index: int) -> dict:
         """Keyword arguments of the flakes kernels' step for blowing snow and the surface
         layer's eddies (see kernels.reference.flakes): landing flakes are lifted again where
-        u* > u*_t, and every flake swirls with eddies that grow with u* and height."""
+        u* > u*_t, and every flake swirls with eddies that grow with u* and height, u* at
+        least the open fetch's (the wind before gusts through the log law): behind an
+        obstacle the slowed surface wind would otherwise calm the eddies of its wake."""
         return {"surface_x": self.wind_x, "surface_y": self.wind_y,
                 "ustar_per_speed": self.ustar_per_speed, "threshold": self.threshold,
                 "heading_x": np.float32(self.heading[0]), "heading_y": np.float32(self.heading[1]),
                 "lift_strength": np.float32(self.settings.drift_strength),
                 "step_index": np.uint32(step_index & 0xFFFFFFFF), "bubble_top": self.bubble_top,
                 "eddy_scale": self.eddy_scale, "mixing_height": np.float32(MIXING_HEIGHT),
-                "eddy_steps": self.eddy_steps, "grain_speed": np.float32(GRAIN_FALL_SPEED)}
+                "eddy_steps": self.eddy_steps, "grain_speed": np.float32(GRAIN_FALL_SPEED),
+                "eddy_floor": self.eddy_floor}
 
     def step(self, dt: float) -> None:
         """Move snow along the surface wind read by ``update_surface_wind`` for ``dt``

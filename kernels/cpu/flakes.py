@@ -159,7 +159,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                 bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None):
+                grain_speed=0.0, grain_count=None, eddy_floor=0.0):
     """See kernels.reference.flakes.step_flakes. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
@@ -178,7 +178,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                  np.uint32(step_index), shelter, bubble_top, np.float32(eddy_scale),
                  np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                  np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count,
-                 reentry)
+                 reentry, np.float32(eddy_floor))
 
 
 @numba.njit(parallel=True, cache=True)
@@ -187,7 +187,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                  hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
                  surface_x, surface_y, ustar_per_speed, threshold, heading_x, heading_y,
                  lift_strength, step_index, shelter, bubble_top, eddy_scale, mixing_height,
-                 eddy_steps, grain_speed, grain_count, reentry):
+                 eddy_steps, grain_speed, grain_count, reentry, eddy_floor):
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = np.float32(cell_size)
@@ -224,6 +224,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             if eddy_scale > np.float32(0.0):
                 _sx, _sy, ustar = column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y,
                                               ustar_per_speed)
+                ustar = max(ustar, eddy_floor)
                 above = np.float32(z - _ground(height, snow_depth, hx0, hy0, spacing, x, y))
                 ex, ey, ez = eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale,
                                            mixing_height, dt, ustar, above, np.float32(top - z))

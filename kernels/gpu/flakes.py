@@ -167,7 +167,7 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         float lift_strength, unsigned int step_index, int shelter,
         const float* __restrict__ bubble_top, float eddy_scale, float mixing_height,
         unsigned int eddy_steps, float grain_speed, int* __restrict__ grain_count,
-        int count_grains, int reentry, int count) {
+        int count_grains, int reentry, float eddy_floor, int count) {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= count) return;
     unsigned int fid = __ldg(flake_id + n);
@@ -185,8 +185,8 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     if (shelter && z < sample_bilinear(bubble_top, nx, ny, bx, by, h, x, y))
         wind = make_float3(0.0f, 0.0f, 0.0f);
     if (eddy_scale > 0.0f) {
-        float ustar = column_wind(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
-                                  ustar_per_speed).z;
+        float ustar = fmaxf(column_wind(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
+                                        ustar_per_speed).z, eddy_floor);
         float above = z - ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
         float top = wz0 + (float)nz * h;
         float3 e = eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale, mixing_height,
@@ -361,7 +361,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                 bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None):
+                grain_speed=0.0, grain_count=None, eddy_floor=0.0):
     """See kernels.reference.flakes.step_flakes (one fused kernel)."""
     reentry = surface_x is not None
     if surface_x is None:
@@ -381,7 +381,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                np.uint32(step_index), np.int32(shelter), bubble_top, np.float32(eddy_scale),
                np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                np.float32(grain_speed), hit_counts if grain_count is None else grain_count,
-               np.int32(grain_count is not None and grain_speed > 0), np.int32(reentry)))
+               np.int32(grain_count is not None and grain_speed > 0), np.int32(reentry),
+               np.float32(eddy_floor)))
 
 
 def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):

@@ -190,7 +190,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                 bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None):
+                grain_speed=0.0, grain_count=None, eddy_floor=0.0):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
     ``hit_counts[ny, nx]`` at the nearest node, or at the foot of a wall it struck, then
@@ -200,10 +200,12 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     ``bubble_top`` (wind columns, m, from kernels.reference.drift.separation_bubble) a
     flake below the bubble's top feels still air, and none is lifted where the ground lies
     below it. With ``eddy_scale`` > 0 (and the surface wind) the flakes feel the surface
-    layer's eddies (``eddy_velocity``; ``mixing_height`` m, ``eddy_steps`` per node). With
-    ``grain_speed`` > 0 (m/s) lifted flakes fall at it until they settle, and
+    layer's eddies (``eddy_velocity``; ``mixing_height`` m, ``eddy_steps`` per node), with
+    u* at least ``eddy_floor`` m/s (the open fetch's: a wake is no calmer than the fetch
+    upwind of its obstacle). With ``grain_speed`` > 0 (m/s) lifted flakes fall at it until
+    they settle, and
     ``grain_count`` (int32 (1,), when given) gains the number of grains aloft after the
-    step (kernels.reference.cover.hit_weight)."""
+    step (StepDiagnostics.grains_aloft)."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = f32(cell_size)
@@ -227,6 +229,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     if f32(eddy_scale) > f32(0.0):
         _sx, _sy, ustar = column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y,
                                       ustar_per_speed)
+        ustar = np.maximum(ustar, f32(eddy_floor)).astype(np.float32)
         above = (z - _ground(height, snow_depth, hx0, hy0, spacing, x, y)).astype(np.float32)
         below_top = (f32(f32(wz0) + f32(nz) * h) - z).astype(np.float32)
         ex, ey, ez = eddy_velocity(seed, flake_id, step_index, eddy_steps, eddy_scale,

@@ -408,7 +408,7 @@ def test_numba_step_matches_reference(seed):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-5)
 
 
-EDDIES = {"eddy_scale": 0.41, "mixing_height": 2.5, "eddy_steps": 3}
+EDDIES = {"eddy_scale": 0.41, "mixing_height": 2.5, "eddy_steps": 3, "eddy_floor": 0.25}
 
 
 @pytest.mark.parametrize("grains", [0.0, 0.3], ids=["flakes", "grains"])
@@ -490,6 +490,32 @@ def test_eddies_spread_a_puff_as_the_eddy_diffusivity_says(module):
     for variance in spreads[True]:
         assert variance == pytest.approx(2.0 * diffusivity * t, rel=0.15)
     assert max(spreads[False]) < 1e-6
+
+
+@pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
+def test_the_eddy_floor_keeps_the_eddies_where_the_surface_wind_is_calm(module):
+    """Where the surface wind is calm (a wake) the eddies take u* = eddy_floor: a puff
+    there spreads as over open ground with that u* (variance 2 K t), and not at all
+    without the floor."""
+    grid = WindGrid(0.0, 0.0, 0.0, 4.0, 60, 60, 40)
+    hm = HeightmapGrid(0.0, 0.0, 4.0, 61, 61)
+    n, steps, speed = 4000, 240, 10.0
+    flake_id = np.arange(n, dtype=np.uint32)
+    height, snow, wind, eddies = eddy_scene(grid, hm, speed, 2.0)
+    eddies["surface_x"] = np.zeros_like(eddies["surface_x"])        # a calm surface
+    spreads = {}
+    for floor in (0.06 * speed, 0.0):
+        state = state_arrays(n, 20.0, 120.0, 80.0, vx=speed)
+        hits = np.zeros(hm.shape, np.int32)
+        for step in range(steps):
+            run_kernel(module, flake_id, state, wind, height, snow, hits, vt=(0.02, 0.02),
+                       radius=0.0, grid=grid, hm=hm, step_index=step, eddy_floor=floor,
+                       **eddies)
+        spreads[floor] = [np.var(state[a].astype(np.float64)) for a in range(3)]
+    diffusivity = 0.41 * 0.06 * speed * 2.0
+    for variance in spreads[0.06 * speed]:
+        assert variance == pytest.approx(2.0 * diffusivity * steps * float(DT), rel=0.15)
+    assert max(spreads[0.0]) < 1e-6
 
 
 @pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])

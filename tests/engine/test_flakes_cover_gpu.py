@@ -88,6 +88,7 @@ def test_gpu_flake_kernels_match_reference(gpu_backend):
             "ustar_per_speed": 0.06, "threshold": 0.2, "heading_x": 0.6, "heading_y": 0.8,
             "lift_strength": 1.5, "bubble_top": rng.uniform(-1.0, 2.5, (ny, nx)).astype(np.float32),
             "eddy_scale": 0.41, "mixing_height": 2.5, "eddy_steps": 3,      # and eddies
+            "eddy_floor": 0.25,                                   # with a u* floor
             "grain_speed": 0.3}                                               # lifted grains
     device_lift = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in lift.items()}
     lifted_ref = [a.copy() for a in state]
