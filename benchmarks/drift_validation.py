@@ -438,7 +438,7 @@ def run_scene(scene: Scene, backend: str, steps: int | None, flakes: int | None,
     print(f"   the wind sees solid cells up to z = {solid_top:.3g} m (obstacle H = "
           f"{scene.height:g} m)", flush=True)
     if sim.wind.fence_resistance is not None:
-        columns = np.asarray(sim.backend.to_host(sim.wind.fence_resistance)) > 0
+        columns = np.asarray(sim.backend.to_host(sim.wind.fence_resistance)).max(axis=0) > 0
         top = np.asarray(sim.backend.to_host(sim.wind.fence_top))[columns]
         print(f"   porous fence: porosity {scene.porosity:g} (loss coefficient k = "
               f"{fences[0].resistance:.2f}), bottom gap {scene.terrain.get('bottom_gap', 0.0):g} m,"

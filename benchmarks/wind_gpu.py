@@ -113,7 +113,7 @@ def measure(shape, copy_bw, modules=None, kernels=True):
         # porous fences' drag with a fence in every column up to 0.3 nz (its cost's upper
         # bound; a scene pays it only when it has fences), on copies of the wind
         fence = (cp.zeros((ny, nx), cp.float32), cp.full((ny, nx), 0.3 * nz, cp.float32),
-                 cp.full((ny, nx), 2.0, cp.float32))
+                 cp.full((3, ny, nx), 2.0, cp.float32))           # drag along x, y and z
         winds = (ws.u.copy(), ws.v.copy(), ws.w.copy())
         t = timed(lambda: kw.porous_drag(*winds, ws.solid, *fence, 0.0, 1.0, dt))
         r["porous_drag_ms"], r["porous_drag_frac"] = t * 1e3, (2 * faces * 4 + cells) / t / copy_bw

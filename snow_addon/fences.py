@@ -136,17 +136,21 @@ def _pieces(a, b, c, step, box):
 
 
 def fence_columns(fences, grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per wind column of ``grid`` (a WindGrid), host float32 (ny, nx) arrays: the lowest
-    and the highest point (m) of any fence inside the column (-NO_FENCE and NO_FENCE where
-    none: a fence's bottom gap stays open), and the drag coefficient 0.5 k / h (1/m) of the
-    most resistant fence in it (0 where none). Two fences in one column, one above the
-    other, act as one from the lower's bottom to the upper's top. A fence counts in every
-    column it passes through: a plane in one, a box thicker than a cell, or straddling a
-    column boundary, in two along the wind, with twice its pressure loss. Raises
-    SnowInputError naming "fences" for a fence that lies outside the wind domain."""
+    """Per wind column of ``grid`` (a WindGrid), host float32 arrays: the lowest and the
+    highest point (m) of any fence inside the column, (ny, nx) each (-NO_FENCE and NO_FENCE
+    where none: a fence's bottom gap stays open), and the drag coefficients (1/m) along x,
+    y and z, (3, ny, nx) (0 where none; ``fence_drag_components``): 0.5 k / h of the most
+    resistant fence in the column, shared among the axes by the fence's orientation there.
+    Two fences in one column, one above the other, act as one from the lower's bottom to
+    the upper's top. A fence counts in every column it passes through: a plane in one, a
+    box thicker than a cell, or straddling a column boundary, in two along the wind, with
+    twice its pressure loss. Raises SnowInputError naming "fences" for a fence that lies
+    outside the wind domain."""
     bottom = np.full((grid.ny, grid.nx), -NO_FENCE, np.float32)
     top = np.full((grid.ny, grid.nx), NO_FENCE, np.float32)
     resistance = np.zeros((grid.ny, grid.nx), np.float32)
+    # the horizontal parts of the fence's unit normals, n_h n_h^T summed over its samples
+    orientation = np.zeros((3, grid.ny, grid.nx), np.float64)
     h = float(grid.cell_size)
     box = (grid.x0, grid.y0, grid.x0 + grid.nx * h, grid.y0 + grid.ny * h)
     z_top = grid.z0 + grid.nz * h
@@ -155,6 +159,9 @@ def fence_columns(fences, grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         v = fence.vertices
         low, high = math.inf, -math.inf          # heights of its points above the domain
         for a, b, c in fence.triangles:
+            normal = np.cross(v[b] - v[a], v[c] - v[a])
+            length = float(np.linalg.norm(normal))
+            nx_, ny_ = (normal[0] / length, normal[1] / length) if length > 0 else (0.0, 0.0)
             for piece in _pieces(v[a], v[b], v[c], h / SAMPLES_PER_CELL, box):
                 points = _triangle_samples(*piece, h / SAMPLES_PER_CELL)
                 i = np.floor((points[:, 0] - grid.x0) / h).astype(np.int64)
@@ -167,9 +174,35 @@ def fence_columns(fences, grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                 np.minimum.at(bottom, (j, i), z)
                 np.maximum.at(top, (j, i), z)
                 np.maximum.at(resistance, (j, i), drag)
+                for row, value in enumerate((nx_ * nx_, nx_ * ny_, ny_ * ny_)):
+                    np.add.at(orientation[row], (j, i), value)
         if not (high > grid.z0 and low < z_top):
             raise SnowInputError(
                 "fences", f"fence {number + 1} lies outside the wind domain (x {box[0]:.4g}.."
                 f"{box[2]:.4g} m, y {box[1]:.4g}..{box[3]:.4g} m, z {grid.z0:.4g}..{z_top:.4g} m)"
                 ": it would slow no wind", "a fence standing on the terrain, or none")
-    return bottom, top, resistance
+    return bottom, top, fence_drag_components(resistance, orientation)
+
+
+def fence_drag_components(resistance, orientation) -> np.ndarray:
+    """(3, ny, nx) float32 1/m: the drag coefficient ``resistance`` (ny, nx) along x, y
+    and z. A screen resists the wind across it, not along it: with the fence's horizontal
+    normal n in the column (the main axis of ``orientation``, (3, ny, nx): the sums of
+    n_x^2, n_x n_y and n_y^2 over its samples), x takes |n_x|^3 / (|n_x| + |n_y|) of it,
+    y |n_y|^3 / (|n_x| + |n_y|), z none. A wind u along x then loses 0.5 k (u n_x)^2 n_x
+    per unit of fence area, the x part of the screen's normal force, spread over the
+    (|n_x| + |n_y|) / |n_x| columns an oblique fence crosses per row: the pressure loss
+    along x is 0.5 k u^2 n_x^2, as across a screen at that angle; a fence along the wind
+    takes nothing from it. (The force's other part, which would turn the wind toward the
+    fence's normal, is left out.) A column whose fence has no horizontal normal (a flat
+    mesh) keeps the drag along every axis."""
+    resistance = np.asarray(resistance, np.float32)
+    xx, xy, yy = (np.asarray(o, np.float64) for o in orientation)
+    angle = 0.5 * np.arctan2(2.0 * xy, xx - yy)
+    along_x, along_y = np.abs(np.cos(angle)), np.abs(np.sin(angle))
+    flat = xx + yy <= 1e-12 * np.maximum(1.0, np.abs(xx) + np.abs(yy))
+    share = along_x + along_y
+    parts = np.stack([np.where(flat, 1.0, along_x ** 3 / share),
+                      np.where(flat, 1.0, along_y ** 3 / share),
+                      np.where(flat, 1.0, 0.0)])
+    return (resistance[None].astype(np.float64) * parts).astype(np.float32)

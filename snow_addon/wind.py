@@ -341,7 +341,7 @@ class WindSolver:
         # open area fraction of every face (u, v, w shapes): all open until update_obstacles
         self.fractions = tuple(xp.ones(s, F32) for s in (u_shape, v_shape, w_shape))
         self._block_tops = xp.zeros(shape[1:], F32)   # thin obstacles' tops (cut cells)
-        # porous fences per column (set_fences): bottom and top (m), drag 0.5 k / h (1/m);
+        # porous fences per column (set_fences): bottom and top (m), drag along x, y, z (1/m);
         # None without fences
         self.fence_bottom = self.fence_top = self.fence_resistance = None
         # open_blocks(fractions): where the advection's samples need no mask (derived by
@@ -448,25 +448,26 @@ class WindSolver:
             self.obstacle_projection = self.project_obstacles()
 
     def set_fences(self, fence_bottom, fence_top, fence_resistance) -> None:
-        """The porous fences, per wind column (host or backend arrays (ny, nx) float32, from
-        snow_addon.fences.fence_columns): the lowest and the highest fence point (m) and
-        the drag coefficient 0.5 k / h (1/m). Every step then takes the fences' drag from
-        the wind between the mixing and the projection; a resistance of 0 everywhere
-        removes them."""
+        """The porous fences, per wind column (host or backend float32 arrays from
+        snow_addon.fences.fence_columns): the lowest and the highest fence point (m), (ny, nx)
+        each, and the drag coefficients (1/m) along x, y and z, (3, ny, nx), parts of
+        0.5 k / h. Every step then takes the fences' drag from the wind between the mixing
+        and the projection; a resistance of 0 everywhere removes them."""
         shape = (self.grid.ny, self.grid.nx)
         arrays = {"fence_bottom": fence_bottom, "fence_top": fence_top,
                   "fence_resistance": fence_resistance}
         for name, array in arrays.items():
-            if tuple(np.shape(array)) != shape:
+            expected = (3,) + shape if name == "fence_resistance" else shape
+            if tuple(np.shape(array)) != expected:
                 raise SnowInputError(name, f"has shape {tuple(np.shape(array))} but the wind grid "
-                                     f"has {shape} columns", "fence_columns(fences, grid)")
+                                     f"needs {expected}", "fence_columns(fences, grid)")
         host = {name: np.asarray(self.backend.to_host(array), dtype=np.float32)
                 for name, array in arrays.items()}
         for name, array in host.items():
             if not np.isfinite(array).all():
                 raise SnowInputError(name, "holds NaN or infinite values",
                                      "fence_columns(fences, grid)")
-        fenced = host["fence_resistance"] > 0
+        fenced = (host["fence_resistance"] > 0).any(axis=0)
         upside_down = (host["fence_bottom"] > host["fence_top"])[fenced]
         if (host["fence_resistance"] < 0).any() or upside_down.any():
             raise SnowInputError("fence_resistance", "must be >= 0, with each fenced column's "

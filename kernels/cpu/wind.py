@@ -661,23 +661,24 @@ def _damped(value, drag_a, drag_b, dt):
 @numba.njit(parallel=True, cache=True)
 def _porous_drag(u, v, w, solid, fence_bottom, fence_top, fence_resistance, z0, h, dt):
     nz, ny, nx = solid.shape
+    along_x, along_y, along_z = fence_resistance[0], fence_resistance[1], fence_resistance[2]
     for kj in prange(nz * ny):
         k, j = kj // ny, kj % ny
         for i in range(1, nx):
             u[k, j, i] = _damped(u[k, j, i],
-                                 _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j, i - 1),
-                                 _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j, i), dt)
+                                 _cell_drag(solid, fence_bottom, fence_top, along_x, z0, h, k, j, i - 1),
+                                 _cell_drag(solid, fence_bottom, fence_top, along_x, z0, h, k, j, i), dt)
         if j > 0:
             for i in range(nx):
                 v[k, j, i] = _damped(v[k, j, i],
-                                     _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j - 1, i),
-                                     _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j, i),
+                                     _cell_drag(solid, fence_bottom, fence_top, along_y, z0, h, k, j - 1, i),
+                                     _cell_drag(solid, fence_bottom, fence_top, along_y, z0, h, k, j, i),
                                      dt)
         if k > 0:
             for i in range(nx):
                 w[k, j, i] = _damped(w[k, j, i],
-                                     _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k - 1, j, i),
-                                     _cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, k, j, i),
+                                     _cell_drag(solid, fence_bottom, fence_top, along_z, z0, h, k - 1, j, i),
+                                     _cell_drag(solid, fence_bottom, fence_top, along_z, z0, h, k, j, i),
                                      dt)
 
 

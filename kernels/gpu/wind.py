@@ -701,19 +701,23 @@ extern "C" __global__ void porous_drag(float* __restrict__ u, float* __restrict_
                                        float z0, float h, float dt, int nx, int ny, int nz) {
     FACE3
     const int t = (k * ny + j) * nx + i;  // cell (k, j, i); may lie outside the grid
+    // fence_resistance is (3, ny, nx): the columns' coefficients along x, y and z
+    const float* __restrict__ along_x = fence_resistance;
+    const float* __restrict__ along_y = fence_resistance + ny * nx;
+    const float* __restrict__ along_z = fence_resistance + 2 * ny * nx;
     if (j < ny && k < nz && i > 0 && i < nx) {
         const int f = t + k * ny + j;
-        u[f] = damped(u[f], cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k, j, i - 1),
-                      cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k, j, i), dt);
+        u[f] = damped(u[f], cell_drag(solid, fence_bottom, fence_top, along_x, z0, h, nx, ny, k, j, i - 1),
+                      cell_drag(solid, fence_bottom, fence_top, along_x, z0, h, nx, ny, k, j, i), dt);
     }
     if (i < nx && k < nz && j > 0 && j < ny) {
         const int f = t + k * nx;
-        v[f] = damped(v[f], cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k, j - 1, i),
-                      cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k, j, i), dt);
+        v[f] = damped(v[f], cell_drag(solid, fence_bottom, fence_top, along_y, z0, h, nx, ny, k, j - 1, i),
+                      cell_drag(solid, fence_bottom, fence_top, along_y, z0, h, nx, ny, k, j, i), dt);
     }
     if (i < nx && j < ny && k > 0 && k < nz) {
-        w[t] = damped(w[t], cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k - 1, j, i),
-                      cell_drag(solid, fence_bottom, fence_top, fence_resistance, z0, h, nx, ny, k, j, i), dt);
+        w[t] = damped(w[t], cell_drag(solid, fence_bottom, fence_top, along_z, z0, h, nx, ny, k - 1, j, i),
+                      cell_drag(solid, fence_bottom, fence_top, along_z, z0, h, nx, ny, k, j, i), dt);
     }
 }
 """

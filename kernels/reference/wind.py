@@ -658,9 +658,9 @@ def diffuse_velocity(u, v, w, fractions, nu, scale, u_out, v_out, w_out):
 
 
 def fence_drag_cells(solid, fence_bottom, fence_top, fence_resistance, z0, cell_size):
-    """(nz, ny, nx) float32 1/m: each cell's porous-fence drag coefficient, the column's
-    ``fence_resistance`` (ny, nx) (0.5 k / h, k the fence's pressure-loss coefficient)
-    times the share of the cell's height between the column's ``fence_bottom`` and
+    """(nz, ny, nx) float32 1/m: each cell's porous-fence drag coefficient along one axis,
+    the column's ``fence_resistance`` (ny, nx) (its part of 0.5 k / h, k the fence's
+    pressure-loss coefficient: snow_addon.fences.fence_drag_components) times the share of the cell's height between the column's ``fence_bottom`` and
     ``fence_top`` (ny, nx) m (clamped to [0, 1]); 0 in solid cells (under the snow the
     fence is buried)."""
     nz = solid.shape[0]
@@ -685,15 +685,17 @@ def _damp(field, drag_a, drag_b, inner, dt):
 
 def porous_drag(u, v, w, solid, fence_bottom, fence_top, fence_resistance, z0, cell_size, dt):
     """The porous fences' drag over ``dt`` s, in place: every face inside the domain gets
-    u max(0, 1 - dt c_f |u|), c_f the mean of the two cells' fence_drag_cells (the two
-    faces of a fence's cell share its drag). The projection turns the momentum taken into
+    u max(0, 1 - dt c_f |u|), c_f the mean of the two cells' fence_drag_cells along the
+    face's axis (the two faces of a fence's cell share its drag); ``fence_resistance`` is
+    (3, ny, nx), the columns' coefficients along x, y and z. The projection turns the momentum taken into
     a pressure jump, 0.5 k u^2 across a fence one cell thick: exactly, since the drag is
     taken from the velocity the projection holds (an implicit u / (1 + dt c_f |u|) would
     take a share dt c_f |u| / (1 + dt c_f |u|) less, 20 % for a half-open fence at the
     wind's Courant number 0.25). The clamp at 0 keeps a face from turning round where dt c_f |u| > 1. Faces on
     the domain's sides keep their boundary values."""
-    c = fence_drag_cells(solid, fence_bottom, fence_top, fence_resistance, z0, cell_size)
+    cx, cy, cz = (fence_drag_cells(solid, fence_bottom, fence_top, fence_resistance[axis], z0,
+                                   cell_size) for axis in range(3))
     every = slice(None)
-    _damp(u, c[:, :, :-1], c[:, :, 1:], (every, every, slice(1, -1)), dt)
-    _damp(v, c[:, :-1, :], c[:, 1:, :], (every, slice(1, -1), every), dt)
-    _damp(w, c[:-1], c[1:], (slice(1, -1), every, every), dt)
+    _damp(u, cx[:, :, :-1], cx[:, :, 1:], (every, every, slice(1, -1)), dt)
+    _damp(v, cy[:, :-1, :], cy[:, 1:, :], (every, slice(1, -1), every), dt)
+    _damp(w, cz[:-1], cz[1:], (slice(1, -1), every, every), dt)
