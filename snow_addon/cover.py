@@ -61,15 +61,16 @@ def volume_per_hit(settings, heightmap: HeightmapGrid, height, has_surface, grid
     return target_volume_rate / hits_per_second
 
 
-def snowfall_units_per_step(settings, volume_per_hit: float, surface_nodes: int,
-                            node_area: float) -> int:
-    """The snowfall of one time step over the surface nodes, in 1/WEIGHT_UNITS of
-    ``volume_per_hit`` (an integer: the deposit's books are exact). The deposit shares it
-    among the step's landings (kernels.reference.cover.landing_units)."""
+def snowfall_units_per_second(settings, volume_per_hit: float, surface_nodes: int,
+                              node_area: float) -> float:
+    """The snowfall over the surface nodes per second, in 1/WEIGHT_UNITS of
+    ``volume_per_hit``. Each step owes it times the step's length, rounded to an integer
+    (the deposit's books are exact), shared among the step's landings
+    (kernels.reference.cover.landing_units)."""
     if volume_per_hit <= 0.0:
-        return 0
-    volume = settings.snowfall_rate / 3600.0 * surface_nodes * node_area * settings.time_step
-    return int(round(WEIGHT_UNITS * volume / volume_per_hit))
+        return 0.0
+    volume = settings.snowfall_rate / 3600.0 * surface_nodes * node_area
+    return WEIGHT_UNITS * volume / volume_per_hit
 
 
 class SnowCover:
@@ -97,10 +98,10 @@ class SnowCover:
         self.kernels = backend.kernel_module("cover")
         self.volume_per_hit = float(volume_per_hit(settings, hm, height, has_surface, grid))
         self.node_area = hm.node_area
-        #: the snowfall of one step, in 1/WEIGHT_UNITS of a hit (the deposit shares it among
-        #: the step's landings, so snow lands at snowfall_rate however long flakes stay aloft)
-        self.nominal_units = snowfall_units_per_step(settings, self.volume_per_hit,
-                                                     int(has_surface.sum()), hm.node_area)
+        #: the snowfall per second, in 1/WEIGHT_UNITS of a hit (each step's landings share
+        #: that step's, so snow lands at snowfall_rate however long flakes stay aloft)
+        self.units_per_second = snowfall_units_per_second(settings, self.volume_per_hit,
+                                                          int(has_surface.sum()), hm.node_area)
         self.threshold = np.float32(math.tan(math.radians(settings.angle_of_repose)) * hm.spacing)
         xp = backend.xp
         surface_height = np.where(has_surface, height, OPEN_HEIGHT).astype(np.float32)
@@ -132,17 +133,17 @@ class SnowCover:
         return heightmap_grid.nx * heightmap_grid.ny * BYTES_PER_NODE
 
     def step(self, dt, transport=None) -> None:
-        """Deposit this step's hits over their footprints (the same launch zeroes the spare
-        hit buffer, which then becomes ``hit_counts``), then ``transport()`` when given
-        (the wind-driven drift), then one redistribution pass (the fraction is per step, as
-        in the theses; ``dt`` unused), which also lays the drift's fresh deposits down to the
-        angle of repose. ``hit_counts`` and ``snow_depth`` are swapped buffers: read the
+        """Deposit this step's hits over their footprints, sharing the snowfall of ``dt``
+        seconds among them (the same launch zeroes the spare hit buffer, which then becomes
+        ``hit_counts``), then ``transport()`` when given (the wind-driven drift), then one
+        redistribution pass (the fraction is per step, as in the theses), which also lays the
+        drift's fresh deposits down to the angle of repose. ``hit_counts`` and ``snow_depth`` are swapped buffers: read the
         attributes after each step."""
         k = self.kernels
         with self.timer.stage("cover.deposit"):
             k.deposit_hits(self.hit_counts, self.deposit_scale, self.has_surface, self.snow_depth,
                            self.hit_total, self.spare_hit_counts, self.weighted_total,
-                           self.ledger, self.spare_ledger, self.nominal_units,
+                           self.ledger, self.spare_ledger, self.nominal_units(dt),
                            self.spare_grain_count)
             self.hit_counts, self.spare_hit_counts = self.spare_hit_counts, self.hit_counts
             self.ledger, self.spare_ledger = self.spare_ledger, self.ledger
@@ -153,6 +154,10 @@ class SnowCover:
         if self.settings.redistribution_fraction > 0.0:
             with self.timer.stage("cover.redistribute"):
                 self.redistribute()
+
+    def nominal_units(self, dt: float) -> int:
+        """The snowfall a step of ``dt`` seconds owes, in 1/WEIGHT_UNITS of a hit."""
+        return int(round(self.units_per_second * float(dt)))
 
     def redistribute(self) -> None:
         """One pass of pairwise, mass-conserving redistribution toward the repose slope.
@@ -186,13 +191,14 @@ class SnowCover:
                 "hit_total": np.array(to_host(self.hit_total), copy=True),
                 "weighted_total": np.array(to_host(self.weighted_total), copy=True),
                 "ledger": np.array(to_host(self.ledger), copy=True),
-                "grain_count": np.array(to_host(self.grain_count), copy=True)}
+                # the grains the last step counted (the other buffer is zeroed for the next)
+                "grains_aloft": np.array(to_host(self.spare_grain_count), copy=True)}
 
     def load_state_dict(self, state) -> None:
         expected = {"snow_depth": (self.snow_depth.shape, np.float32),
                     "hit_counts": (self.hit_counts.shape, np.int32), "hit_total": ((1,), np.int64),
                     "weighted_total": ((1,), np.int64), "ledger": ((2,), np.int64),
-                    "grain_count": ((1,), np.int32)}
+                    "grains_aloft": ((1,), np.int32)}
         for name, (shape, dtype) in expected.items():
             if name not in state:
                 raise SnowInputError("state", f"snow cover state lacks {name!r}", "a state saved by this version")
@@ -201,5 +207,7 @@ class SnowCover:
                 raise SnowInputError("state", f"snow {name} has shape {array.shape} {array.dtype}, "
                                      f"expected {shape} {np.dtype(dtype)}",
                                      "a state saved with the same heightmap_resolution")
+        targets = {name: name for name in expected} | {"grains_aloft": "spare_grain_count"}
         for name in expected:
-            getattr(self, name)[...] = self.backend.asarray(state[name])
+            getattr(self, targets[name])[...] = self.backend.asarray(state[name])
+        self.grain_count[...] = 0

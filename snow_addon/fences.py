@@ -139,29 +139,29 @@ def fence_columns(fences, grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per wind column of ``grid`` (a WindGrid), host float32 arrays: the lowest and the
     highest point (m) of any fence inside the column, (ny, nx) each (-NO_FENCE and NO_FENCE
     where none: a fence's bottom gap stays open), and the drag coefficients (1/m) along x,
-    y and z, (3, ny, nx) (0 where none; ``fence_drag_components``): 0.5 k / h of the most
-    resistant fence in the column, shared among the axes by the fence's orientation there.
-    Two fences in one column, one above the other, act as one from the lower's bottom to
-    the upper's top. A fence counts in every column it passes through: a plane in one, a
-    box thicker than a cell, or straddling a column boundary, in two along the wind, with
-    twice its pressure loss. Raises SnowInputError naming "fences" for a fence that lies
-    outside the wind domain."""
+    y and z, (3, ny, nx), 0 where none: per axis the largest of the fences in the column,
+    each 0.5 k / h times its share along that axis (``axis_shares``). Two fences in one
+    column, one above the other, act as one from the lower's bottom to the upper's top. A
+    fence counts in every column it passes through: a plane in one, a box thicker than a
+    cell, or straddling a column boundary, in two along the wind, with twice its pressure
+    loss. Raises SnowInputError naming "fences" for a fence that lies outside the wind
+    domain."""
     bottom = np.full((grid.ny, grid.nx), -NO_FENCE, np.float32)
     top = np.full((grid.ny, grid.nx), NO_FENCE, np.float32)
-    resistance = np.zeros((grid.ny, grid.nx), np.float32)
-    # the horizontal parts of the fence's unit normals, n_h n_h^T summed over its samples
-    orientation = np.zeros((3, grid.ny, grid.nx), np.float64)
+    coefficients = np.zeros((3, grid.ny, grid.nx), np.float32)
     h = float(grid.cell_size)
     box = (grid.x0, grid.y0, grid.x0 + grid.nx * h, grid.y0 + grid.ny * h)
     z_top = grid.z0 + grid.nz * h
     for number, fence in enumerate(check_fences(fences)):
-        drag = np.float32(0.5 * fence.resistance / h)
+        drag = 0.5 * fence.resistance / h
         v = fence.vertices
         low, high = math.inf, -math.inf          # heights of its points above the domain
+        touched = np.zeros((grid.ny, grid.nx), bool)
+        # per column the largest share along x and y of its faces that stand up (-1: none)
+        shares = np.full((2, grid.ny, grid.nx), -1.0)
+        standing, share_sums = 0, np.zeros(2)    # the fence's mean over its standing samples
         for a, b, c in fence.triangles:
-            normal = np.cross(v[b] - v[a], v[c] - v[a])
-            length = float(np.linalg.norm(normal))
-            nx_, ny_ = (normal[0] / length, normal[1] / length) if length > 0 else (0.0, 0.0)
+            share = axis_shares(np.cross(v[b] - v[a], v[c] - v[a]))
             for piece in _pieces(v[a], v[b], v[c], h / SAMPLES_PER_CELL, box):
                 points = _triangle_samples(*piece, h / SAMPLES_PER_CELL)
                 i = np.floor((points[:, 0] - grid.x0) / h).astype(np.int64)
@@ -173,36 +173,43 @@ def fence_columns(fences, grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                 low, high = min(low, float(z.min())), max(high, float(z.max()))
                 np.minimum.at(bottom, (j, i), z)
                 np.maximum.at(top, (j, i), z)
-                np.maximum.at(resistance, (j, i), drag)
-                for row, value in enumerate((nx_ * nx_, nx_ * ny_, ny_ * ny_)):
-                    np.add.at(orientation[row], (j, i), value)
+                touched[j, i] = True
+                if share is not None:
+                    for axis in range(2):
+                        np.maximum.at(shares[axis], (j, i), share[axis])
+                    standing += i.size
+                    share_sums += i.size * np.asarray(share)
         if not (high > grid.z0 and low < z_top):
             raise SnowInputError(
                 "fences", f"fence {number + 1} lies outside the wind domain (x {box[0]:.4g}.."
                 f"{box[2]:.4g} m, y {box[1]:.4g}..{box[3]:.4g} m, z {grid.z0:.4g}..{z_top:.4g} m)"
                 ": it would slow no wind", "a fence standing on the terrain, or none")
-    return bottom, top, fence_drag_components(resistance, orientation)
+        # a column with only the fence's flat faces (a thick box's top) takes the fence's
+        # mean shares; a fence with no face standing up (a flat mesh) drags along every axis
+        fallback = (share_sums / standing).tolist() + [0.0] if standing else [1.0, 1.0, 1.0]
+        flat = touched & (shares[0] < 0)
+        for axis in range(3):
+            column_share = shares[axis] if axis < 2 else np.zeros(touched.shape)
+            share = np.where(flat, fallback[axis], column_share)
+            fence_coefficient = np.where(touched, np.float32(drag) * share.astype(np.float32),
+                                         0.0).astype(np.float32)
+            np.maximum(coefficients[axis], fence_coefficient, out=coefficients[axis])
+    return bottom, top, coefficients
 
 
-def fence_drag_components(resistance, orientation) -> np.ndarray:
-    """(3, ny, nx) float32 1/m: the drag coefficient ``resistance`` (ny, nx) along x, y
-    and z. A screen resists the wind across it, not along it: with the fence's horizontal
-    normal n in the column (the main axis of ``orientation``, (3, ny, nx): the sums of
-    n_x^2, n_x n_y and n_y^2 over its samples), x takes |n_x|^3 / (|n_x| + |n_y|) of it,
-    y |n_y|^3 / (|n_x| + |n_y|), z none. A wind u along x then loses 0.5 k (u n_x)^2 n_x
-    per unit of fence area, the x part of the screen's normal force, spread over the
-    (|n_x| + |n_y|) / |n_x| columns an oblique fence crosses per row: the pressure loss
-    along x is 0.5 k u^2 n_x^2, as across a screen at that angle; a fence along the wind
-    takes nothing from it. (The force's other part, which would turn the wind toward the
-    fence's normal, is left out.) A column whose fence has no horizontal normal (a flat
-    mesh) keeps the drag along every axis."""
-    resistance = np.asarray(resistance, np.float32)
-    xx, xy, yy = (np.asarray(o, np.float64) for o in orientation)
-    angle = 0.5 * np.arctan2(2.0 * xy, xx - yy)
-    along_x, along_y = np.abs(np.cos(angle)), np.abs(np.sin(angle))
-    flat = xx + yy <= 1e-12 * np.maximum(1.0, np.abs(xx) + np.abs(yy))
-    share = along_x + along_y
-    parts = np.stack([np.where(flat, 1.0, along_x ** 3 / share),
-                      np.where(flat, 1.0, along_y ** 3 / share),
-                      np.where(flat, 1.0, 0.0)])
-    return (resistance[None].astype(np.float64) * parts).astype(np.float32)
+def axis_shares(normal) -> tuple[float, float] | None:
+    """The shares of a screen's drag 0.5 k / h along x and y for a face with this
+    ``normal`` (any length), or None for a face that does not stand up (no horizontal
+    part). A screen resists the wind across it, not along it: with (n_x, n_y) the face's
+    horizontal unit normal, x takes |n_x|^3 / (|n_x| + |n_y|), y |n_y|^3 / (|n_x| + |n_y|),
+    z nothing. A wind u along x then loses 0.5 k (u n_x)^2 n_x per unit of fence area, the x
+    part of the screen's normal force, spread over the (|n_x| + |n_y|) / |n_x| columns an
+    oblique fence crosses per row: the pressure loss along x is 0.5 k u^2 n_x^2, as across
+    a screen at that angle; a fence along the wind takes nothing from it. (The force's
+    other part, which would turn the wind toward the fence's normal, is left out.)"""
+    nx_, ny_ = abs(float(normal[0])), abs(float(normal[1]))
+    length = math.hypot(nx_, ny_)
+    if length <= 1e-9 * max(1.0, abs(float(normal[2]))):
+        return None
+    nx_, ny_ = nx_ / length, ny_ / length
+    return nx_ ** 3 / (nx_ + ny_), ny_ ** 3 / (nx_ + ny_)

@@ -3,7 +3,8 @@ import numba
 import numpy as np
 
 from ..reference.cover import (FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS,  # noqa: F401
-                               book_deposit, deposit_scale, deposit_weight, landing_units)
+                               book_deposit, check_books, deposit_scale, deposit_weight,
+                               landing_units)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -31,6 +32,7 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
                  weighted_total=None, ledger=None, next_ledger=None, nominal_units=0,
                  next_grain_count=None):
     """See kernels.reference.cover.deposit_hits."""
+    check_books(weighted_total, ledger, next_ledger)
     hits = int(hit_counts.sum(dtype=np.int64))
     hit_total[0] += hits
     units, landings, owed = deposit_weight(hit_total, hits, ledger, nominal_units)

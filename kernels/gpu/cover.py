@@ -4,7 +4,8 @@ import functools
 
 import numpy as np
 
-from ..reference.cover import FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS, deposit_scale  # noqa: F401
+from ..reference.cover import (FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS,  # noqa: F401
+                               check_books, deposit_scale)
 from .common import compile_module
 
 BLOCK = 256
@@ -151,6 +152,7 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
     deposit, which computes the landings' units on the device (no host read). Stand-ins
     for the buffers not given are never read or written, except next_hit_counts[0], which
     the kernel zeroes in place of ``next_grain_count`` (it zeroes it anyway)."""
+    check_books(weighted_total, ledger, next_ledger)
     imposed = ledger is not None
     if not imposed:
         ledger = next_ledger = weighted_total = hit_total

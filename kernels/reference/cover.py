@@ -73,6 +73,7 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
     new pair (swapped buffers: every GPU thread reads the old one), and ``weighted_total``
     (int64 (1,)) gains hits times units. Without, each hit weighs WEIGHT_UNITS (a plain
     deposit, no books beyond ``hit_total``)."""
+    check_books(weighted_total, ledger, next_ledger)
     hits = int(hit_counts.sum(dtype=np.int64))
     hit_total[0] += hits
     units, landings, owed = deposit_weight(hit_total, hits, ledger, nominal_units)
@@ -89,6 +90,13 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
     snow_depth[...] = np.where(has_surface, snow_depth + added, snow_depth).astype(np.float32)
     book_deposit(units, landings, owed, hit_total, weighted_total, next_ledger, next_hit_counts,
                  next_grain_count)
+
+
+def check_books(weighted_total, ledger, next_ledger):
+    """Raise ValueError unless ``ledger``, ``next_ledger`` and ``weighted_total`` are all
+    given (the imposed snowfall) or the two ledgers are both left out (a plain deposit)."""
+    if (ledger is None) != (next_ledger is None) or (ledger is not None and weighted_total is None):
+        raise ValueError("deposit_hits takes ledger, next_ledger and weighted_total together")
 
 
 def deposit_weight(hit_total, hits, ledger, nominal_units):

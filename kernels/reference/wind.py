@@ -659,10 +659,10 @@ def diffuse_velocity(u, v, w, fractions, nu, scale, u_out, v_out, w_out):
 
 def fence_drag_cells(solid, fence_bottom, fence_top, fence_resistance, z0, cell_size):
     """(nz, ny, nx) float32 1/m: each cell's porous-fence drag coefficient along one axis,
-    the column's ``fence_resistance`` (ny, nx) (its part of 0.5 k / h, k the fence's
-    pressure-loss coefficient: snow_addon.fences.fence_drag_components) times the share of the cell's height between the column's ``fence_bottom`` and
-    ``fence_top`` (ny, nx) m (clamped to [0, 1]); 0 in solid cells (under the snow the
-    fence is buried)."""
+    the column's ``fence_resistance`` (ny, nx) (its share of 0.5 k / h, k the fence's
+    pressure-loss coefficient: snow_addon.fences.fence_columns) times the share of the
+    cell's height between the column's ``fence_bottom`` and ``fence_top`` (ny, nx) m
+    (clamped to [0, 1]); 0 in solid cells (under the snow the fence is buried)."""
     nz = solid.shape[0]
     h = F32(cell_size)
     levels = np.arange(nz + 1, dtype=F32)

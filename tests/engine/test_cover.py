@@ -103,6 +103,9 @@ def test_imposed_deposit_lays_down_the_snowfall_however_few_flakes_land(module):
         np.testing.assert_allclose((depth - before).sum(dtype=np.float64) * area,
                                    count * each / ref_cover.WEIGHT_UNITS * volume, rtol=1e-5)
     assert weighted[0] + ledger[0] == 12 * nominal
+    with pytest.raises(ValueError, match="together"):       # half a ledger is refused
+        module.deposit_hits(hits, scale, surface, depth, total, np.ones_like(hits), weighted,
+                            ledger, None, nominal)
     assert ledger[0] < ref_cover.WEIGHT_UNITS            # less than a hit's worth still owed
     # with the owed snowfall an exact multiple, the plain deposit to the bit
     hits = np.where(surface, rng.integers(0, 3, height.shape), 0).astype(np.int32)

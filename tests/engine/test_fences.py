@@ -130,11 +130,12 @@ def test_a_checkpoint_with_fences_resumes_as_an_uninterrupted_run():
                             heightmap_resolution=81, flake_count=2000, seed=3)
     fences = [PorousFence(*fence, porosity=0.5)]
     straight = Simulation(settings, *ground, backend="cpu", fences=fences)
-    straight.step(30)
+    grains = straight.step(30).grains_aloft
     state = straight.state_dict()
     straight.step(20)
     resumed = Simulation(settings, *ground, backend="cpu", fences=fences)
     resumed.load_state_dict(state)
+    assert resumed.diagnostics.grains_aloft == grains      # the last step's count comes back
     resumed.step(20)
     for name in ("u", "v", "w"):
         assert np.array_equal(getattr(straight.wind, name), getattr(resumed.wind, name))
@@ -192,6 +193,37 @@ def test_an_oblique_fence_takes_the_x_momentum_of_a_screen_at_its_angle(degrees)
         cols = crossing_y[crossing_y > 0][2:-2]
         assert cols.mean() * 0.5 == pytest.approx(0.5 * fence.resistance * math.sin(angle) ** 2,
                                                   rel=0.08)
+
+
+def _box(x0, x1, y0, y1, height):
+    """A closed box mesh (8 corners, 12 triangles) standing on z = 0."""
+    corners = np.array([(x, y, z) for z in (0.0, height) for y in (y0, y1) for x in (x0, x1)])
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    return corners, np.array([t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))])
+
+
+def test_fence_corners_and_thick_fences_resist_across_their_faces():
+    grid = WindGrid(-10.0, -10.0, -1.0, 0.5, 40, 40, 8)
+    full = 0.5 * resistance_coefficient(0.5) / 0.5
+    # an L: a fence across x along y = 0.1..5 at x = 0.1, one across y along x = 0.1..5 at
+    # y = 0.1; their shared corner column resists along both axes, each arm along one
+    wall_x = np.array([(0.1, 0.1, 0.0), (0.1, 5.0, 0.0), (0.1, 5.0, 2.0), (0.1, 0.1, 2.0)])
+    wall_y = np.array([(0.1, 0.1, 0.0), (5.0, 0.1, 0.0), (5.0, 0.1, 2.0), (0.1, 0.1, 2.0)])
+    quad = np.array([(0, 1, 2), (0, 2, 3)])
+    _, _, coefficients = fence_columns([PorousFence(wall_x, quad), PorousFence(wall_y, quad)], grid)
+    corner = (20, 20)                                     # the column holding (0.1, 0.1)
+    assert coefficients[0][corner] == pytest.approx(full) and coefficients[1][corner] == pytest.approx(full)
+    assert coefficients[0][28, 20] == pytest.approx(full) and coefficients[1][28, 20] == 0.0
+    assert coefficients[1][20, 28] == pytest.approx(full) and coefficients[0][20, 28] == 0.0
+    assert (coefficients[2] == 0).all()
+    # a box fence 1.2 m thick (more than two cells) and 10 m long across x: its inner
+    # columns see only its top and bottom faces and take the fence's mean shares, almost
+    # all across it
+    vertices, triangles = _box(-0.6, 0.6, -5.0, 5.0, 2.0)
+    _, _, coefficients = fence_columns([PorousFence(vertices, triangles)], grid)
+    inner = coefficients[:, 14:26, 19]                   # y = -3..3 m, x = -0.5..0 m
+    assert np.allclose(inner[0], full * 0.88, rtol=0.1)  # long faces: 2 x 10 m of 2 x 11.2
+    assert (inner[1] < 0.15 * full).all() and (inner[2] == 0).all()
 
 
 def test_a_fence_along_the_wind_leaves_it_alone():

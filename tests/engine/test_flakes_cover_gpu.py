@@ -182,6 +182,47 @@ def test_gpu_cover_kernels_match_reference(gpu_backend, monkeypatch, shape, max_
     assert np.count_nonzero(results[0][1] != results[0][0]) > 20
 
 
+@pytest.mark.parametrize("max_grid_rows", [None, 16])
+def test_gpu_imposed_deposit_shares_out_steps_without_landings_and_caps(
+        gpu_backend, monkeypatch, max_grid_rows):
+    """Steps with no landing owe their snowfall on; a lone landing takes at most
+    MAX_LANDING_UNITS; the books and the depth follow the reference's over every step, also
+    launched in several row bands (the ledger is written once, by the first band)."""
+    import cupy
+    from snowfall.kernels.gpu import cover as gpu_cover
+
+    if max_grid_rows is not None:
+        monkeypatch.setattr(gpu_cover, "MAX_GRID_ROWS", max_grid_rows)
+    shape = (70, 90)
+    surface = np.ones(shape, bool)
+    scale = ref_cover.deposit_scale(surface, 0.01, 0.25)
+    nominal = 7 * ref_cover.WEIGHT_UNITS + 3
+    counts = [0, 0, 1, 0, 40, 2, 0, 300]
+    rng = np.random.default_rng(8)
+    steps = []
+    for count in counts:
+        hits = np.zeros(shape, np.int32)
+        np.add.at(hits.ravel(), rng.integers(0, hits.size, count), 1)
+        steps.append(hits)
+    results = []
+    for module, xp in ((ref_cover, np), (gpu_cover, cupy)):
+        depth, total, weighted = xp.zeros(shape, xp.float32), xp.zeros(1, xp.int64), xp.zeros(1, xp.int64)
+        ledger, spare = xp.zeros(2, xp.int64), xp.zeros(2, xp.int64)
+        books = []
+        for hits in steps:
+            module.deposit_hits(xp.asarray(hits), xp.asarray(scale), xp.asarray(surface), depth,
+                                total, xp.zeros(shape, xp.int32), weighted, ledger, spare, nominal)
+            ledger, spare = spare, ledger
+            books.append((int(weighted[0]), int(ledger[0]), int(ledger[1])))
+        results.append((cupy.asnumpy(depth) if xp is cupy else depth, books))
+    assert results[1][1] == results[0][1]
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6, atol=1e-7)
+    books = results[0][1]
+    assert books[1] == (0, 2 * nominal, 0)                            # nothing landed yet
+    assert books[2][0] == ref_cover.MAX_LANDING_UNITS                 # one landing: capped
+    assert books[-1][0] + books[-1][1] == len(counts) * nominal       # all of it, in the end
+
+
 def run_bake(backend_name, steps, sort_interval=None, resume_at=None):
     """Flakes + cover on a small rough terrain with a noisy wind; returns host results."""
     backend = select_backend(backend_name)
