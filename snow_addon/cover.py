@@ -61,16 +61,15 @@ def volume_per_hit(settings, heightmap: HeightmapGrid, height, has_surface, grid
     return target_volume_rate / hits_per_second
 
 
-def snowfall_units_per_second(settings, volume_per_hit: float, surface_nodes: int,
-                              node_area: float) -> float:
-    """The snowfall over the surface nodes per second, in 1/WEIGHT_UNITS of
-    ``volume_per_hit``. Each step owes it times the step's length, rounded to an integer
-    (the deposit's books are exact), shared among the step's landings
-    (kernels.reference.cover.landing_units)."""
+def snowfall_units(settings, volume_per_hit: float, surface_nodes: int, node_area: float,
+                   dt: float) -> int:
+    """The snowfall of a step of ``dt`` s over the surface nodes, in 1/WEIGHT_UNITS of
+    ``volume_per_hit``, rounded to an integer (the deposit's books are exact); the
+    deposit shares it among the step's landings (kernels.reference.cover.landing_units)."""
     if volume_per_hit <= 0.0:
-        return 0.0
-    volume = settings.snowfall_rate / 3600.0 * surface_nodes * node_area
-    return WEIGHT_UNITS * volume / volume_per_hit
+        return 0
+    volume = settings.snowfall_rate / 3600.0 * surface_nodes * node_area * float(dt)
+    return int(round(WEIGHT_UNITS * volume / volume_per_hit))
 
 
 class SnowCover:
@@ -98,10 +97,7 @@ class SnowCover:
         self.kernels = backend.kernel_module("cover")
         self.volume_per_hit = float(volume_per_hit(settings, hm, height, has_surface, grid))
         self.node_area = hm.node_area
-        #: the snowfall per second, in 1/WEIGHT_UNITS of a hit (each step's landings share
-        #: that step's, so snow lands at snowfall_rate however long flakes stay aloft)
-        self.units_per_second = snowfall_units_per_second(settings, self.volume_per_hit,
-                                                          int(has_surface.sum()), hm.node_area)
+        self.surface_nodes = int(has_surface.sum())
         self.threshold = np.float32(math.tan(math.radians(settings.angle_of_repose)) * hm.spacing)
         xp = backend.xp
         surface_height = np.where(has_surface, height, OPEN_HEIGHT).astype(np.float32)
@@ -156,8 +152,11 @@ class SnowCover:
                 self.redistribute()
 
     def nominal_units(self, dt: float) -> int:
-        """The snowfall a step of ``dt`` seconds owes, in 1/WEIGHT_UNITS of a hit."""
-        return int(round(self.units_per_second * float(dt)))
+        """The snowfall a step of ``dt`` seconds owes, in 1/WEIGHT_UNITS of a hit (each
+        step's landings share it, so snow lands at snowfall_rate however long flakes stay
+        aloft)."""
+        return snowfall_units(self.settings, self.volume_per_hit, self.surface_nodes,
+                              self.node_area, dt)
 
     def redistribute(self) -> None:
         """One pass of pairwise, mass-conserving redistribution toward the repose slope.
