@@ -167,6 +167,22 @@ def lee_drift(centres, values, smooth, reference):
     return gap, drift_peak, baseline, float(centres[ends[0]]) if ends.size else float("nan")
 
 
+def drift_cross_sections(position_h, depth, reference, spacing, height,
+                         windward_span=5.0, lee_span=30.0):
+    """The windward and the lee drift as Tabler measures drifts, by their cross-section:
+    the snow above the fetch's depth summed across the fence. ``position_h`` (n,) is each
+    node row's distance from the fence in H, negative upwind of the windward face, >= 0
+    downwind of the lee face (nan on the fence), ``depth`` (n,) the rows' mean depth (m),
+    ``reference`` the fetch's depth (m), ``spacing`` the node spacing (m), ``height`` H (m).
+    Returns (windward, lee) in H^2 over [-windward_span, 0) and [0, lee_span) H: net of
+    scoured ground (a bare gap behind the fence counts against the lee)."""
+    position_h, depth = np.asarray(position_h, float), np.asarray(depth, float)
+    excess = np.where(np.isfinite(depth), depth - reference, 0.0) * spacing / height ** 2
+    windward = (position_h >= -windward_span) & (position_h < 0.0)
+    lee = (position_h >= 0.0) & (position_h < lee_span)
+    return float(excess[windward].sum()), float(excess[lee].sum())
+
+
 def measure_fence(sim, scene):
     t = scene.terrain
     H = t["fence_height"]
@@ -218,6 +234,13 @@ def measure_fence(sim, scene):
             drift_length, note = float(centres[-1]), "still above the upstream mean at the outflow"
     gap, drift_peak, baseline, drift_end = lee_drift(centres, values, smooth, reference)
     bare = np.nonzero(smooth >= 0.5 * reference)[0]
+    rows_x = xx[0]
+    row_depth = np.array([depth[:, i][strip[:, i]].mean() if strip[:, i].any() else np.nan
+                          for i in range(rows_x.size)])
+    row_h = np.where(rows_x >= lee_face, (rows_x - lee_face) / H,
+                     np.where(rows_x < windward_face, (rows_x - windward_face) / H, np.nan))
+    windward_area, lee_area = drift_cross_sections(row_h, row_depth, reference, spacing, H,
+                                                   far_up[0], min(30.0, lee_h - 1.0))
     wind_bins = _profile(depth, strip, up, 0.0, math.floor(fetch_h - 1.0), 0.5)
     wvalues = np.array([v for _, v in wind_bins])
     wpeak = int(np.nanargmax(wvalues)) if np.isfinite(wvalues).any() else 0
@@ -225,6 +248,10 @@ def measure_fence(sim, scene):
         "H_m": H,
         "reference_m": reference,
         "lee_over_windward_0_5H": lee / windward if windward > 0 else float("nan"),
+        "windward_drift_H2": windward_area,
+        "lee_drift_H2": lee_area,
+        "lee_over_windward_drift": lee_area / windward_area if windward_area > 0
+        else float("nan"),
         "lee_drift_length_H": drift_length,
         "lee_drift_length_m": drift_length * H,
         "lee_drift_note": note,
@@ -240,9 +267,10 @@ def measure_fence(sim, scene):
         "windward_peak_over_reference": float(wvalues[wpeak] / reference)
         if reference > 0 else None,
         "literature": ("Tabler 1980, 50 % porous fences at equilibrium: lee drift 30 H long, "
-                       "1.2 H deep; windward drift 12 H, 0.5 H deep" if scene.porosity else
+                       "1.2 H deep, cross-section 19.3 H^2; windward drift 12 H, 0.5 H deep"
+                       if scene.porosity else
                        "Tabler: solid fence lee drift ~12-15 H (docs/drift_validation.md); "
-                       "lee/windward > 1"),
+                       "lee/windward > 1, the main drift (cross-section) in the lee"),
     }
     profile = _profile(depth, strip, (xx - lee_face) / H, -math.floor(fetch_h - 1.0),
                        math.floor(lee_h - 1.0), 1.0)

@@ -59,3 +59,21 @@ def test_lee_drift_is_measured_behind_the_scoured_gap(validation):
     assert 1.0 <= centres[gap] < 2.0 and 6.5 <= centres[peak] <= 7.25
     assert baseline == pytest.approx(0.08)
     assert 11.5 <= end <= 12.75
+
+
+def test_drift_cross_sections_sum_the_snow_above_the_fetch_on_each_side(validation):
+    # 0.25 m rows of a 2 m fence: windward 1 m of snow over its last 2 m (8 rows) on a
+    # fetch of 0.1 m; a lee with a bare gap 0-1 H and 0.3 m from 1 to 6 H, the fetch's
+    # depth beyond; the fence's own rows (nan) count on neither side
+    spacing, height, reference = 0.25, 2.0, 0.1
+    position = np.concatenate([np.arange(-40, 0) * spacing / height, [np.nan] * 3,
+                               np.arange(0, 140) * spacing / height])
+    depth = np.full(position.size, reference)
+    depth[(position >= -1.0) & (position < 0.0)] = 1.0
+    depth[(position >= 0.0) & (position < 1.0)] = 0.0
+    depth[(position >= 1.0) & (position < 6.0)] = 0.3
+    depth[np.isnan(position)] = np.nan
+    windward, lee = validation.drift_cross_sections(position, depth, reference, spacing,
+                                                    height)
+    assert windward == pytest.approx(0.9 * 2.0 / 4.0)             # 0.9 m over 2 m, in H^2
+    assert lee == pytest.approx((-0.1 * 2.0 + 0.2 * 10.0) / 4.0)   # the gap counts against it
