@@ -170,8 +170,8 @@ def _fence_storm(frames: int, flakes: int):
 
 def snow_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241):
     """A solid snow fence (2 m high, 20 m long, 0.6 m thick) across a 60 x 30 m plane, wind
-    10 m/s along +X: a small drift at its windward foot, the lee sheltered behind it
-    (docs/drift_validation.md compares the pattern with Tabler's fences). Returns the
+    10 m/s along +X: a short, deep drift at its windward foot and a broad, shallower one
+    in its lee (docs/drift_validation.md compares the pattern with Tabler's fences). Returns the
     terrain object."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     vertices, triangles = scenes.snow_fence(thickness=0.6, resolution=resolution,

@@ -172,10 +172,13 @@ class SnowDrift:
         """Read the surface wind of ``wind`` (a WindSolver) per column and the storm's
         heading at simulated ``time`` s (the heading tells lee eddies apart): what this
         step's blowing snow (``lift_arguments``) and transport (``step``) use."""
-        self.kernels.surface_wind(wind.u, wind.v, wind.w, wind.fractions, self.wind_x,
-                                  self.wind_y, self.scour)
         speed, heading = base_wind(self.settings, time)
         self.heading = (math.cos(math.radians(heading)), math.sin(math.radians(heading)))
+        # the horseshoe vortex scales the approach flow's surface wind (the open fetch's,
+        # the wind before gusts), not the stagnated air at the obstacle's face
+        self.kernels.surface_wind(wind.u, wind.v, wind.w, wind.fractions, self.wind_x,
+                                  self.wind_y, self.scour, np.float32(speed),
+                                  np.float32(self.heading[0]), np.float32(self.heading[1]))
         self.eddy_floor = np.float32(float(self.ustar_per_speed) * speed)
 
     def lift_arguments(self, step_index: int) -> dict:

@@ -22,16 +22,19 @@ def _weighted(a, weight_a, b, weight_b):
     return np.float32(0.0)
 
 
-def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None):
-    """Wind (m/s) along the surface at each column's lowest open cell, times ``scour``
-    when given (see the reference)."""
+def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None, approach_speed=0.0,
+                 heading_x=1.0, heading_y=0.0):
+    """Wind (m/s) along the surface at each column's lowest open cell, scaled by the
+    horseshoe vortex's ``scour`` from the approach flow when given (see the reference)."""
     fu, fv, fw = fractions
     _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y, scour is not None,
-                  wind_x if scour is None else scour)
+                  wind_x if scour is None else scour, np.float32(approach_speed),
+                  np.float32(heading_x), np.float32(heading_y))
 
 
 @numba.njit(parallel=True, cache=True)
-def _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y, scoured, scour):
+def _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y, scoured, scour, approach_speed,
+                  heading_x, heading_y):
     nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
     for j in prange(ny):
         for i in range(nx):
@@ -56,8 +59,21 @@ def _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y, scoured, scour):
                 wx = np.float32(wx * factor)
                 wy = np.float32(wy * factor)
             if scoured:
-                wx = np.float32(wx * scour[j, i])
-                wy = np.float32(wy * scour[j, i])
+                factor = scour[j, i]
+                if factor > np.float32(1.0):
+                    speed = np.float32(math.sqrt(np.float32(np.float32(wx * wx)
+                                                            + np.float32(wy * wy))))
+                    along = np.float32(np.float32(wx * heading_x) + np.float32(wy * heading_y))
+                    dx, dy = heading_x, heading_y
+                    if speed > 0 and along > 0:
+                        dx = np.float32(wx / speed)
+                        dy = np.float32(wy / speed)
+                    magnitude = np.float32(factor * max(speed, approach_speed))
+                    wx = np.float32(dx * magnitude)
+                    wy = np.float32(dy * magnitude)
+                else:
+                    wx = np.float32(wx * factor)
+                    wy = np.float32(wy * factor)
             wind_x[j, i] = wx
             wind_y[j, i] = wy
 

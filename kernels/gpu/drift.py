@@ -19,7 +19,9 @@ extern "C" __global__ void surface_wind(const float* __restrict__ u, const float
                                         const float* __restrict__ fw,
                                         float* __restrict__ wind_x, float* __restrict__ wind_y,
                                         int nx, int ny, int nz, int scoured,
-                                        const float* __restrict__ scour) {
+                                        const float* __restrict__ scour,
+                                        float approach_speed, float heading_x,
+                                        float heading_y) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nx * ny) return;
     int i = t % nx, j = t / nx;
@@ -45,8 +47,22 @@ extern "C" __global__ void surface_wind(const float* __restrict__ u, const float
         wy = wy * factor;
     }
     if (scoured) {
-        wx = wx * scour[t];
-        wy = wy * scour[t];
+        float factor = scour[t];
+        if (factor > 1.0f) {
+            float speed = sqrtf(wx * wx + wy * wy);
+            float along = wx * heading_x + wy * heading_y;
+            float dx = heading_x, dy = heading_y;
+            if (speed > 0.0f && along > 0.0f) {
+                dx = wx / speed;
+                dy = wy / speed;
+            }
+            float magnitude = factor * fmaxf(speed, approach_speed);
+            wx = dx * magnitude;
+            wy = dy * magnitude;
+        } else {
+            wx = wx * factor;
+            wy = wy * factor;
+        }
     }
     wind_x[t] = wx;
     wind_y[t] = wy;
@@ -264,13 +280,15 @@ def _kernel(name):
     return get_kernel(SOURCE, (), name)
 
 
-def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None):
-    """Wind (m/s) along the surface at each column's lowest open cell, times ``scour``
-    when given (see the reference)."""
+def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None, approach_speed=0.0,
+                 heading_x=1.0, heading_y=0.0):
+    """Wind (m/s) along the surface at each column's lowest open cell, scaled by the
+    horseshoe vortex's ``scour`` from the approach flow when given (see the reference)."""
     nz, ny, nx = w.shape[0] - 1, w.shape[1], w.shape[2]
     _kernel("surface_wind")(blocks(nx * ny), (LAUNCH_BLOCK,), (
         u, v, w, *fractions, wind_x, wind_y, np.int32(nx), np.int32(ny), np.int32(nz),
-        np.int32(scour is not None), wind_x if scour is None else scour))
+        np.int32(scour is not None), wind_x if scour is None else scour,
+        np.float32(approach_speed), np.float32(heading_x), np.float32(heading_y)))
 
 
 def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,

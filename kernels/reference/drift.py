@@ -34,14 +34,22 @@ from .sampling import sample_bilinear
 F32 = np.float32
 
 
-def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None):
+def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None, approach_speed=0.0,
+                 heading_x=1.0, heading_y=0.0):
     """wind_x, wind_y (ny_w, nx_w) float32 m/s: the wind along the surface at each column's
     lowest open cell (the lowest with a face of open fraction A_f > 0, ``fractions`` =
     (frac_u, frac_v, frac_w) of the wind: with cut cells the air right over the terrain),
     as a horizontal vector: the direction of the A_f-weighted mean of its two u (and v)
     faces, the length of the whole wind with the w of its top face (when open): on a slope
     the air turns upward, and its speed along the surface is not lost. 0 where no
-    horizontal face of that cell is open or the whole column is closed."""
+    horizontal face of that cell is open or the whole column is closed.
+
+    With ``scour`` (ny_w, nx_w, from ``horseshoe_vortex``), a column under the vortex
+    (scour > 1) gets scour * max(speed, ``approach_speed``) (m/s, the open fetch's surface
+    wind): the vortex amplifies the bed stress of the approaching flow, not that of the
+    air stagnating at the obstacle's face, whose resolved speed is near 0. Its direction
+    is the resolved wind's where that blows along the unit heading (heading_x, heading_y),
+    else the heading. Other columns keep the resolved wind (times scour = 1)."""
     fu, fv, fw = (np.asarray(f, F32) for f in fractions)
     nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
     cell_open = (((fu[:, :, :-1] + fu[:, :, 1:]) + (fv[:, :-1, :] + fv[:, 1:, :]))
@@ -66,7 +74,17 @@ def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None):
     wx = np.where(horizontal > 0, (wx * factor).astype(F32), wx)
     wy = np.where(horizontal > 0, (wy * factor).astype(F32), wy)
     if scour is not None:
-        wx, wy = (wx * scour).astype(F32), (wy * scour).astype(F32)
+        hx, hy = F32(heading_x), F32(heading_y)
+        speed = np.sqrt(((wx * wx).astype(F32) + (wy * wy).astype(F32)).astype(F32)).astype(F32)
+        along = ((wx * hx).astype(F32) + (wy * hy).astype(F32)).astype(F32)
+        resolved = (speed > 0) & (along > 0)
+        safe = np.where(resolved, speed, F32(1))
+        dx = np.where(resolved, (wx / safe).astype(F32), hx).astype(F32)
+        dy = np.where(resolved, (wy / safe).astype(F32), hy).astype(F32)
+        magnitude = (scour * np.maximum(speed, F32(approach_speed))).astype(F32)
+        band = scour > F32(1)
+        wx = np.where(band, (dx * magnitude).astype(F32), (wx * scour).astype(F32))
+        wy = np.where(band, (dy * magnitude).astype(F32), (wy * scour).astype(F32))
     wind_x[...] = np.where(any_open, wx, F32(0))
     wind_y[...] = np.where(any_open, wy, F32(0))
 

@@ -116,9 +116,10 @@ def test_cuda_shelter_kernels_match_reference(gpu_backend, seed):
     w = rng.standard_normal((nz + 1, wny, wnx)).astype(np.float32)
     fractions = tuple(np.ones(a.shape, np.float32) for a in (u, v, w))
     surface_wind = [np.zeros(columns, np.float32) for _ in range(2)]
-    ref.surface_wind(u, v, w, fractions, *surface_wind, scour)
+    ref.surface_wind(u, v, w, fractions, *surface_wind, scour, 1.5, -0.28, 0.96)
     device_wind = [xp.full(columns, 9.0, xp.float32) for _ in range(2)]
     gd.surface_wind(xp.asarray(u), xp.asarray(v), xp.asarray(w),
-                    tuple(xp.asarray(f) for f in fractions), *device_wind, device_scour)
+                    tuple(xp.asarray(f) for f in fractions), *device_wind, device_scour,
+                    1.5, -0.28, 0.96)
     for a, e in zip(device_wind, surface_wind):
         np.testing.assert_array_equal(xp.asnumpy(a), e)
