@@ -63,8 +63,9 @@ wall-mounted cube (Martinuzzi and Tropea 1993); 0.8 was chosen among 0.6, 0.8 an
 the cube of docs/drift_validation.md (three seeds each). Only rises steeper than
 1 / VORTEX_REACH (51 degrees) count."""
 VORTEX_GAIN = 1.0
-"""Extra surface wind at the obstacle's foot, as a share of the resolved one (falling
-linearly to 0 at VORTEX_REACH): 1 doubles u*, four times the surface stress, the
+"""Extra surface wind at the obstacle's foot, as a share of the approach flow's (the
+larger of the resolved and the open fetch's; falling linearly to 0 at VORTEX_REACH):
+1 doubles u*, four times the surface stress, the
 amplification of the bed shear stress at the sides of a bridge pier under its horseshoe
 vortex (Hjorth 1975, in Sumer and Fredsoe 2002)."""
 VORTEX_LEG = 2.0
