@@ -56,7 +56,8 @@ extern "C" __global__ void surface_wind(const float* __restrict__ u, const float
                 dx = wx / speed;
                 dy = wy / speed;
             }
-            float magnitude = factor * fmaxf(speed, approach_speed);
+            // not fmaxf: it drops a NaN speed, np.maximum and Numba's max keep it
+            float magnitude = factor * (approach_speed > speed ? approach_speed : speed);
             wx = dx * magnitude;
             wy = dy * magnitude;
         } else {

@@ -313,6 +313,7 @@ def test_numba_shelter_kernels_match_reference_bit_for_bit(seed):
                                np.broadcast_to(heading, (int((band & ~with_heading).sum()), 2)),
                                atol=1e-5)
     assert (band & with_heading).any() and (band & ~with_heading).any()
+    assert (band & (plain_speed > 1.5)).any() and (band & (plain_speed < 1.5)).any()
     plain = [np.zeros(height.shape, np.float32) for _ in range(2)]
     ref.saltation_flux(*wind, *args, *plain)
     sheltered = (plain[0] != 0) & (flux[0] == 0)

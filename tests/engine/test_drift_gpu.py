@@ -123,3 +123,10 @@ def test_cuda_shelter_kernels_match_reference(gpu_backend, seed):
                     1.5, -0.28, 0.96)
     for a, e in zip(device_wind, surface_wind):
         np.testing.assert_array_equal(xp.asnumpy(a), e)
+    # both of the vortex's directions and both sides of its max were compared
+    plain = [np.zeros(columns, np.float32) for _ in range(2)]
+    ref.surface_wind(u, v, w, fractions, *plain)
+    band, speed = scour > 1, np.hypot(*plain)
+    along = plain[0] * np.float32(-0.28) + plain[1] * np.float32(0.96)
+    assert (band & (along > 0)).any() and (band & (along <= 0)).any()
+    assert (band & (speed > 1.5)).any() and (band & (speed < 1.5)).any()

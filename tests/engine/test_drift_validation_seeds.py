@@ -64,15 +64,20 @@ def test_lee_drift_is_measured_behind_the_scoured_gap(validation):
 def test_drift_cross_sections_sum_the_snow_above_the_fetch_on_each_side(validation):
     # 0.25 m rows of a 2 m fence: windward 1 m of snow over its last 2 m (8 rows) on a
     # fetch of 0.1 m; a lee with a bare gap 0-1 H and 0.3 m from 1 to 6 H, the fetch's
-    # depth beyond; the fence's own rows (nan) count on neither side
+    # depth beyond; the fence's own rows (nan) count on neither side, a row with no
+    # ground (nan depth) counts as nothing, and snow outside the spans (a bank 5-6 H
+    # upwind, a drift from 30 H on) not at all
     spacing, height, reference = 0.25, 2.0, 0.1
-    position = np.concatenate([np.arange(-40, 0) * spacing / height, [np.nan] * 3,
-                               np.arange(0, 140) * spacing / height])
+    position = np.concatenate([np.arange(-48, 0) * spacing / height, [np.nan] * 3,
+                               np.arange(0, 260) * spacing / height])
     depth = np.full(position.size, reference)
     depth[(position >= -1.0) & (position < 0.0)] = 1.0
     depth[(position >= 0.0) & (position < 1.0)] = 0.0
     depth[(position >= 1.0) & (position < 6.0)] = 0.3
+    depth[(position >= -6.0) & (position < -5.0)] = 2.0
+    depth[position >= 30.0] = 2.0
     depth[np.isnan(position)] = np.nan
+    depth[np.nonzero(position >= 10.0)[0][0]] = np.nan
     windward, lee = validation.drift_cross_sections(position, depth, reference, spacing,
                                                     height)
     assert windward == pytest.approx(0.9 * 2.0 / 4.0)             # 0.9 m over 2 m, in H^2

@@ -257,7 +257,7 @@ def test_uniform_wind_over_a_flat_plane_stays_uniform_with_maccormack():
 
 # Not on the NumPy reference: 135 s there, and test_wind.py holds the Numba advection
 # (where the outflow sides' rule lives) equal to the reference with open sides
-@pytest.mark.parametrize("backend_name", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+@BACKENDS
 def test_wind_past_a_fence_with_open_sides_stays_bounded(backend_name):
     """A solid fence across a strip whose sides run parallel to the wind: those sides are
     open (p = 0, zero-gradient faces). Air that the fence pushes out of them is drawn back
