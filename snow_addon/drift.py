@@ -178,8 +178,7 @@ class SnowDrift:
         # the horseshoe vortex scales the approach flow's surface wind (the open fetch's,
         # the wind before gusts), not the stagnated air at the obstacle's face
         self.kernels.surface_wind(wind.u, wind.v, wind.w, wind.fractions, self.wind_x,
-                                  self.wind_y, self.scour, np.float32(speed),
-                                  np.float32(self.heading[0]), np.float32(self.heading[1]))
+                                  self.wind_y, self.scour, speed, *self.heading)
         self.eddy_floor = np.float32(float(self.ustar_per_speed) * speed)
 
     def lift_arguments(self, step_index: int) -> dict:
