@@ -321,8 +321,15 @@ def measure_cube(sim, scene):
                [H, 3 * H])
     zone("lee 3-6 H, |y| <= B/2", (down >= 3) & (down < 6) & (ay <= b), [3, 6],
          [3 * H, 6 * H])
+    # the fetch in line with the cube and beside it: the cube's drift wake must not come
+    # back around the grid onto the ground upwind of it (both about 1)
+    in_line = zone("upwind 4-6.5 H, in line (|y| <= B/2)", (up >= 4) & (up < 6.5) & (ay <= b),
+                   [4, 6.5], [4 * H, 6.5 * H])
+    zone("upwind 4-6.5 H, beside (2-4 H out)", (up >= 4) & (up < 6.5) & (side >= 2)
+         & (side < 4), [4, 6.5], [4 * H, 6.5 * H])
     derived = {
         "H_m": H, "B_m": B, "reference_m": reference,
+        "upwind_in_line_over_far": _over(in_line, reference),
         "windward_face_over_far": _over(front, reference),
         "corners_over_far": _over(corners, reference),
         "sides_over_far": _over(sides, reference),

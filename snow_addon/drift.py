@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ..kernels.reference.drift import wrap_buffer_size
 from .errors import SnowInputError
 from .wind import KARMAN, MIXING_HEIGHT, base_wind  # noqa: F401 (one home: the wind's)
 
@@ -113,7 +114,8 @@ class SnowDrift:
     """Saltation transport for one SnowCover and WindSolver. Buffers: the surface wind per
     wind column (ny_w, nx_w) and the flux per heightmap node (ny, nx), float32 m/s and
     m^2/s. The transport wraps around the grid's edges as the flakes do, so the snow
-    volume stays in the grid."""
+    volume stays in the grid; what leaves downwind comes back spread evenly across the
+    upwind edge (a flake comes back at a random crosswind place)."""
 
     def __init__(self, settings, cover, grid, backend, relief: float):
         check_roughness(settings, grid.cell_size)
@@ -130,6 +132,9 @@ class SnowDrift:
         self.column_height = xp.zeros((grid.ny, grid.nx), xp.float32)
         self.bubble_top = xp.zeros((grid.ny, grid.nx), xp.float32)
         self.scour = xp.ones((grid.ny, grid.nx), xp.float32)
+        # the transport's wrap: the even inflow per node of the upwind and downwind edge
+        # (m) and the GPU's scratch (kernels.reference.drift.wrap_buffer_size)
+        self.wrap = xp.zeros(wrap_buffer_size(shape), xp.float32)
         relief = max(float(relief), float(cover.heightmap_grid.spacing))
         self.max_distance = np.float32(min(relief / SEPARATION_SLOPE,
                                            math.hypot(*grid.size[:2]),
@@ -146,7 +151,8 @@ class SnowDrift:
 
     @staticmethod
     def estimate_bytes(heightmap_grid, grid) -> int:
-        return 4 * (6 * grid.nx * grid.ny + 2 * heightmap_grid.nx * heightmap_grid.ny)
+        return 4 * (6 * grid.nx * grid.ny + 2 * heightmap_grid.nx * heightmap_grid.ny
+                    + wrap_buffer_size((heightmap_grid.ny, heightmap_grid.nx)))
 
     def update_shelter(self, time: float) -> None:
         """Rebuild the top of the lee's separation bubble per wind column from the
@@ -206,8 +212,11 @@ class SnowDrift:
                          hm.spacing, c.has_surface, self.ustar_per_speed, self.threshold,
                          self.flux_scale, heading_x, heading_y, self.flux_x, self.flux_y,
                          c.height, c.snow_depth, self.bubble_top)
+        # what leaves downwind comes back spread across the upwind edge, as the flakes do
+        downwind_axis = 1 if abs(heading_x) >= abs(heading_y) else 0
         k.drift_transport(self.flux_x, self.flux_y, c.height, c.has_surface, c.snow_depth,
-                          np.float32(dt / hm.spacing), c.threshold, c.spare_depth)
+                          np.float32(dt / hm.spacing), c.threshold, c.spare_depth,
+                          downwind_axis, self.wrap)
         c.snow_depth, c.spare_depth = c.spare_depth, c.snow_depth
 
     def friction_velocity(self) -> np.ndarray:

@@ -8,7 +8,7 @@ from numba import prange
 
 from .sampling import sample_bilinear
 # One home for the constants: the reference build defines them.
-from ..reference.drift import GRID_STEP_FROM, NO_SURFACE, WAKE_SAMPLES
+from ..reference.drift import GRID_STEP_FROM, NO_SURFACE, WAKE_SAMPLES, WRAP_THREADS
 
 F32 = np.float32
 
@@ -151,11 +151,52 @@ def _between(flux, snow_depth, height, has_surface, j0, i0, j1, i1, courant, max
                  np.float32(height[j1, i1] + high), courant, max_rise)
 
 
+@numba.njit(cache=True)
+def _wrap_tail(snow_out, has_surface, face, downwind_axis, wrap):
+    """The wrap faces' shares (the reference's edge_sum order: WRAP_THREADS strided partial
+    sums, then a pairwise tree) into wrap[0:2], added to the receiving edges' surface
+    nodes, first edge first."""
+    ny, nx = snow_out.shape
+    size = face.size
+    zero = np.float32(0.0)
+    forward = np.zeros(WRAP_THREADS, np.float32)
+    backward = np.zeros(WRAP_THREADS, np.float32)
+    low_count, high_count = 0, 0
+    for thread in range(WRAP_THREADS):
+        for n in range(thread, size, WRAP_THREADS):
+            forward[thread] = np.float32(forward[thread] + max(face[n], zero))
+            backward[thread] = np.float32(backward[thread] + max(-face[n], zero))
+            if downwind_axis == 1:
+                low_count += 1 if has_surface[n, 0] else 0
+                high_count += 1 if has_surface[n, nx - 1] else 0
+            else:
+                low_count += 1 if has_surface[0, n] else 0
+                high_count += 1 if has_surface[ny - 1, n] else 0
+    width = WRAP_THREADS
+    while width > 1:
+        width //= 2
+        for thread in range(width):
+            forward[thread] = np.float32(forward[thread] + forward[thread + width])
+            backward[thread] = np.float32(backward[thread] + backward[thread + width])
+    first = np.float32(forward[0] / np.float32(low_count)) if low_count > 0 else zero
+    last = np.float32(backward[0] / np.float32(high_count)) if high_count > 0 else zero
+    wrap[0], wrap[1] = first, last
+    for n in range(size):
+        if downwind_axis == 1:
+            if has_surface[n, 0]:
+                snow_out[n, 0] = np.float32(snow_out[n, 0] + first)
+            if has_surface[n, nx - 1]:
+                snow_out[n, nx - 1] = np.float32(snow_out[n, nx - 1] + last)
+        else:
+            if has_surface[0, n]:
+                snow_out[0, n] = np.float32(snow_out[0, n] + first)
+            if has_surface[ny - 1, n]:
+                snow_out[ny - 1, n] = np.float32(snow_out[ny - 1, n] + last)
+
+
 @numba.njit(parallel=True, cache=True)
-def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
-                    snow_out):
-    """One pairwise transport step into snow_out; the grid wraps around (see the
-    reference)."""
+def _drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
+                     snow_out, downwind_axis, face):
     ny, nx = snow_depth.shape
     zero = np.float32(0.0)
     c = np.float32(courant)
@@ -163,25 +204,55 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
     for j in prange(ny):
         for i in range(nx):
             s = snow_depth[j, i]
-            if not has_surface[j, i]:
-                snow_out[j, i] = s
-                continue
             # face values as the reference's fx / fy: positive toward +x (+y); the
             # neighbours wrap around the grid's edges
             w, e = (i - 1) % nx, (i + 1) % nx
             south, north = (j - 1) % ny, (j + 1) % ny
             d, h, a = snow_depth, height, has_surface
             left = _between(flux_x, d, h, a, j, w, j, i, c, r)
-            right = _between(flux_x, d, h, a, j, i, j, e, c, r)
             down = _between(flux_y, d, h, a, south, i, j, i, c, r)
+            # the downwind wrap's faces go to the tail, which shares them across the edge
+            if downwind_axis == 1 and i == 0:
+                face[j] = left
+            elif downwind_axis == 0 and j == 0:
+                face[i] = down
+            if not has_surface[j, i]:
+                snow_out[j, i] = s
+                continue
+            right = _between(flux_x, d, h, a, j, i, j, e, c, r)
             up = _between(flux_y, d, h, a, j, i, north, i, c, r)
             outflow = np.float32(max(-left, zero) + max(right, zero))
             outflow = np.float32(outflow + max(-down, zero))
             outflow = np.float32(outflow + max(up, zero))
-            inflow = np.float32(max(left, zero) + max(-right, zero))
-            inflow = np.float32(inflow + max(down, zero))
-            inflow = np.float32(inflow + max(-up, zero))
+            gain_left, gain_right = max(left, zero), max(-right, zero)
+            gain_down, gain_up = max(down, zero), max(-up, zero)
+            if downwind_axis == 1:
+                if i == 0:
+                    gain_left = zero
+                if i == nx - 1:
+                    gain_right = zero
+            elif downwind_axis == 0:
+                if j == 0:
+                    gain_down = zero
+                if j == ny - 1:
+                    gain_up = zero
+            inflow = np.float32(gain_left + gain_right)
+            inflow = np.float32(inflow + gain_down)
+            inflow = np.float32(inflow + gain_up)
             snow_out[j, i] = np.float32(max(np.float32(s - outflow), zero) + inflow)
+
+
+def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
+                    snow_out, downwind_axis=-1, wrap=None):
+    """One pairwise transport step into snow_out; the grid wraps around, the downwind
+    edges' inflow spread evenly with ``downwind_axis`` 0 or 1 (see the reference)."""
+    axis = int(downwind_axis) if int(downwind_axis) in (0, 1) else -1
+    ny, nx = snow_depth.shape
+    face = np.zeros(ny if axis == 1 else nx, np.float32)
+    _drift_transport(flux_x, flux_y, height, has_surface, snow_depth, np.float32(courant),
+                     np.float32(max_rise), snow_out, axis, face)
+    if axis >= 0:
+        _wrap_tail(snow_out, has_surface, face, axis, wrap)
 
 
 @numba.njit(cache=True)

@@ -2,7 +2,7 @@
 kernels.reference.drift); one launch per function."""
 import numpy as np
 
-from ..reference.drift import GRID_STEP_FROM, NO_SURFACE, WAKE_SAMPLES
+from ..reference.drift import GRID_STEP_FROM, NO_SURFACE, WAKE_SAMPLES, WRAP_THREADS
 from .common import LAUNCH_BLOCK, blocks, get_kernel
 
 SOURCE = r"""
@@ -121,33 +121,109 @@ __device__ __forceinline__ float pair(float q_low, float q_high, float snow_low,
     return face > 0.0f ? amount : -amount;
 }
 
+// One thread per node. With downwind_axis 0 or 1 the wrap faces of that axis's edges
+// leave their inflow out; the thread of each first-edge node writes its wrap face's
+// transfer to wrap[3 + n], and the last block to finish (wrap[2], a uint32 count of
+// finished blocks, 0 between launches) sums them in the reference's edge_sum order,
+// writes the shares to wrap[0], wrap[1] and adds them to the edges' surface nodes.
 extern "C" __global__ void drift_transport(const float* __restrict__ flux_x,
                                            const float* __restrict__ flux_y,
                                            const float* __restrict__ height,
                                            const bool* __restrict__ has_surface,
                                            const float* __restrict__ snow, float c, float r,
-                                           float* __restrict__ snow_out, int nx, int ny) {
+                                           float* snow_out, int nx, int ny,
+                                           int downwind_axis, float* wrap) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= nx * ny) return;
-    int i = t % nx, j = t / nx;
-    float s = snow[t];
-    if (!has_surface[t]) { snow_out[t] = s; return; }
-    float here = height[t] + s;
-    // the neighbours wrap around the grid's edges
-    int w = j * nx + (i == 0 ? nx - 1 : i - 1), e = j * nx + (i == nx - 1 ? 0 : i + 1);
-    int south = (j == 0 ? ny - 1 : j - 1) * nx + i, north = (j == ny - 1 ? 0 : j + 1) * nx + i;
-    float left = 0.0f, right = 0.0f, down = 0.0f, up = 0.0f;
-    if (has_surface[w]) left = pair(flux_x[w], flux_x[t], snow[w], s, height[w] + snow[w], here, c, r);
-    if (has_surface[e]) right = pair(flux_x[t], flux_x[e], s, snow[e], here, height[e] + snow[e], c, r);
-    if (has_surface[south]) down = pair(flux_y[south], flux_y[t], snow[south], s, height[south] + snow[south], here, c, r);
-    if (has_surface[north]) up = pair(flux_y[t], flux_y[north], s, snow[north], here, height[north] + snow[north], c, r);
-    float outflow = fmaxf(-left, 0.0f) + fmaxf(right, 0.0f);
-    outflow = outflow + fmaxf(-down, 0.0f);
-    outflow = outflow + fmaxf(up, 0.0f);
-    float inflow = fmaxf(left, 0.0f) + fmaxf(-right, 0.0f);
-    inflow = inflow + fmaxf(down, 0.0f);
-    inflow = inflow + fmaxf(-up, 0.0f);
-    snow_out[t] = fmaxf(s - outflow, 0.0f) + inflow;
+    if (t < nx * ny) {
+        int i = t % nx, j = t / nx;
+        float s = snow[t];
+        float here = height[t] + s;
+        // the neighbours wrap around the grid's edges
+        int w = j * nx + (i == 0 ? nx - 1 : i - 1), e = j * nx + (i == nx - 1 ? 0 : i + 1);
+        int south = (j == 0 ? ny - 1 : j - 1) * nx + i, north = (j == ny - 1 ? 0 : j + 1) * nx + i;
+        bool open = has_surface[t];
+        float left = 0.0f, right = 0.0f, down = 0.0f, up = 0.0f;
+        if (open && has_surface[w]) left = pair(flux_x[w], flux_x[t], snow[w], s, height[w] + snow[w], here, c, r);
+        if (open && has_surface[south]) down = pair(flux_y[south], flux_y[t], snow[south], s, height[south] + snow[south], here, c, r);
+        if (downwind_axis == 1 && i == 0) wrap[3 + j] = left;
+        else if (downwind_axis == 0 && j == 0) wrap[3 + i] = down;
+        if (!open) {
+            snow_out[t] = s;
+        } else {
+            if (has_surface[e]) right = pair(flux_x[t], flux_x[e], s, snow[e], here, height[e] + snow[e], c, r);
+            if (has_surface[north]) up = pair(flux_y[t], flux_y[north], s, snow[north], here, height[north] + snow[north], c, r);
+            float outflow = fmaxf(-left, 0.0f) + fmaxf(right, 0.0f);
+            outflow = outflow + fmaxf(-down, 0.0f);
+            outflow = outflow + fmaxf(up, 0.0f);
+            float gain_left = fmaxf(left, 0.0f), gain_right = fmaxf(-right, 0.0f);
+            float gain_down = fmaxf(down, 0.0f), gain_up = fmaxf(-up, 0.0f);
+            if (downwind_axis == 1) {
+                if (i == 0) gain_left = 0.0f;
+                if (i == nx - 1) gain_right = 0.0f;
+            } else if (downwind_axis == 0) {
+                if (j == 0) gain_down = 0.0f;
+                if (j == ny - 1) gain_up = 0.0f;
+            }
+            float inflow = gain_left + gain_right;
+            inflow = inflow + gain_down;
+            inflow = inflow + gain_up;
+            snow_out[t] = fmaxf(s - outflow, 0.0f) + inflow;
+        }
+    }
+    if (downwind_axis != 0 && downwind_axis != 1) return;
+    // the last block to finish shares the wrap (blockDim.x == WRAP_THREADS)
+    __shared__ float forward[WRAP_THREADS];
+    __shared__ float backward[WRAP_THREADS];
+    __shared__ int low_count, high_count;
+    __shared__ bool last_block;
+    __threadfence();
+    __syncthreads();
+    unsigned int* finished = reinterpret_cast<unsigned int*>(wrap + 2);
+    if (threadIdx.x == 0) {
+        last_block = atomicAdd(finished, 1u) == gridDim.x - 1;
+        low_count = 0;
+        high_count = 0;
+    }
+    __syncthreads();
+    if (!last_block) return;
+    int thread = threadIdx.x;
+    int size = downwind_axis == 1 ? ny : nx;
+    float f = 0.0f, b = 0.0f;
+    int lows = 0, highs = 0;
+    for (int n = thread; n < size; n += WRAP_THREADS) {
+        float transfer = __ldcg(wrap + 3 + n);
+        f = f + fmaxf(transfer, 0.0f);
+        b = b + fmaxf(-transfer, 0.0f);
+        long long first = downwind_axis == 1 ? (long long)n * nx : n;
+        long long last = downwind_axis == 1 ? (long long)n * nx + nx - 1 : (long long)(ny - 1) * nx + n;
+        lows += has_surface[first] ? 1 : 0;
+        highs += has_surface[last] ? 1 : 0;
+    }
+    forward[thread] = f;
+    backward[thread] = b;
+    atomicAdd(&low_count, lows);
+    atomicAdd(&high_count, highs);
+    __syncthreads();
+    for (int width = WRAP_THREADS / 2; width >= 1; width /= 2) {
+        if (thread < width) {
+            forward[thread] = forward[thread] + forward[thread + width];
+            backward[thread] = backward[thread] + backward[thread + width];
+        }
+        __syncthreads();
+    }
+    float share_first = low_count > 0 ? forward[0] / (float)low_count : 0.0f;
+    float share_last = high_count > 0 ? backward[0] / (float)high_count : 0.0f;
+    for (int n = thread; n < size; n += WRAP_THREADS) {
+        long long first = downwind_axis == 1 ? (long long)n * nx : n;
+        long long last = downwind_axis == 1 ? (long long)n * nx + nx - 1 : (long long)(ny - 1) * nx + n;
+        if (has_surface[first]) snow_out[first] = __ldcg(snow_out + first) + share_first;
+        if (has_surface[last]) snow_out[last] = __ldcg(snow_out + last) + share_last;
+    }
+    if (thread == 0) {
+        wrap[0] = share_first;
+        wrap[1] = share_last;
+        *finished = 0u;       // ready for the next launch
+    }
 }
 
 __device__ __forceinline__ int column_index(float c, float origin, float cell_size, int count) {
@@ -274,7 +350,7 @@ extern "C" __global__ void horseshoe_vortex(const float* __restrict__ column_hei
     scour[t] = best;
 }
 """
-SOURCE = f"#define WAKE_SAMPLES {WAKE_SAMPLES}\n#define GRID_STEP_FROM {float(GRID_STEP_FROM)!r}f\n#define NO_SURFACE {float(NO_SURFACE)!r}f\n" + SOURCE
+SOURCE = f"#define WAKE_SAMPLES {WAKE_SAMPLES}\n#define WRAP_THREADS {WRAP_THREADS}\n#define GRID_STEP_FROM {float(GRID_STEP_FROM)!r}f\n#define NO_SURFACE {float(NO_SURFACE)!r}f\n" + SOURCE
 
 
 def _kernel(name):
@@ -311,13 +387,18 @@ def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, sp
 
 
 def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
-                    snow_out):
-    """One pairwise transport step into snow_out; the grid wraps around (see the
-    reference)."""
+                    snow_out, downwind_axis=-1, wrap=None):
+    """One pairwise transport step into snow_out; the grid wraps around, the downwind
+    edges' inflow spread evenly with ``downwind_axis`` 0 or 1, in the same launch (see the
+    reference; ``wrap`` of ``wrap_buffer_size``, its count of finished blocks 0)."""
     ny, nx = snow_depth.shape
-    _kernel("drift_transport")(blocks(nx * ny), (LAUNCH_BLOCK,), (
+    axis = int(downwind_axis) if int(downwind_axis) in (0, 1) else -1
+    if axis < 0:
+        wrap = snow_depth          # not read
+    # the last block's tail takes one thread per partial sum
+    _kernel("drift_transport")(((nx * ny + WRAP_THREADS - 1) // WRAP_THREADS,), (WRAP_THREADS,), (
         flux_x, flux_y, height, has_surface, snow_depth, np.float32(courant),
-        np.float32(max_rise), snow_out, np.int32(nx), np.int32(ny)))
+        np.float32(max_rise), snow_out, np.int32(nx), np.int32(ny), np.int32(axis), wrap))
 
 
 def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, cell_size,

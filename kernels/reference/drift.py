@@ -23,7 +23,11 @@ Three stages per step:
    upwind edge creep downwind: the flakes that wrapped from the deeper downwind edge flew
    on over the shallower upwind one, and the supply-limited flux carried the cover's
    deficit on, about 1.5 m/s at these limits; 10-15 m of every scene's upwind edge held
-   a quarter to four fifths of the snow further in.)
+   a quarter to four fifths of the snow further in.) Across the edges the storm's heading
+   points through (``downwind_axis``), what leaves comes back spread evenly over the
+   upwind edge's surface nodes, as a flake that leaves downwind comes
+   back at a random crosswind place: an obstacle's drift wake, which starves the rows in
+   line with it of saltating snow, does not come back around onto the fetch upwind of it.
 """
 import math
 
@@ -138,36 +142,104 @@ def _pair_transfer(q_low, q_high, snow_low, snow_high, surface_low, surface_high
     return np.where(moves, np.where(face > 0, amount, -amount), F32(0)).astype(F32)
 
 
-def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
-                    snow_out):
-    """One transport step from ``snow_depth`` into ``snow_out`` (both (ny, nx) float32 m, must
-    not alias) over terrain ``height`` (m); courant = dt / spacing (s/m); no transfer up a
-    step of more than ``max_rise`` m (the repose slope times the spacing). The grid wraps
-    around, as the flakes do: the last node of a row (column) and its first are a pair
-    too, so what blows off the downwind edge comes in at the upwind one and the volume
-    stays in the grid. Then snow_out = max(snow - outflow, 0) + inflow (fixed order, as
-    the redistribution)."""
-    zero = F32(0)
+#: Threads of the wrap's reduction (``edge_sum``): each sums a strided slice of the edge,
+#: then a pairwise tree adds the partial sums (the same order in every backend).
+WRAP_THREADS = 256
+
+
+def edge_sum(values):
+    """Float32 sum of a 1-D array in the fixed order of the GPU's one-block reduction:
+    ``WRAP_THREADS`` strided partial sums, each in index order, then a pairwise tree."""
+    values = np.asarray(values, F32)
+    rows = -(-values.size // WRAP_THREADS)
+    padded = np.zeros(rows * WRAP_THREADS, F32)
+    padded[:values.size] = values
+    padded = padded.reshape(rows, WRAP_THREADS)
+    partial = np.zeros(WRAP_THREADS, F32)
+    for row in padded:
+        partial = (partial + row).astype(F32)
+    size = WRAP_THREADS
+    while size > 1:
+        size //= 2
+        partial[:size] = (partial[:size] + partial[size:2 * size]).astype(F32)
+    return F32(partial[0])
+
+
+def _faces(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise):
+    """(fx, fy): the depth each face moves toward +x (+y), fx[:, i] through the face left of
+    node i, fx[:, 0] the wrap face between the last node (its low side) and the first."""
     s = snow_depth
     surface = (height + s).astype(F32)
-    # fx[:, i]: toward +x through the face left of node i; fx[:, 0] is the wrap face
-    # between the last node (its low side) and the first, as is fx[:, nx]
     fx = _pair_transfer(np.roll(flux_x, 1, axis=1), flux_x, np.roll(s, 1, axis=1), s,
                         np.roll(surface, 1, axis=1), surface,
                         np.roll(has_surface, 1, axis=1) & has_surface, courant, max_rise)
     fy = _pair_transfer(np.roll(flux_y, 1, axis=0), flux_y, np.roll(s, 1, axis=0), s,
                         np.roll(surface, 1, axis=0), surface,
                         np.roll(has_surface, 1, axis=0) & has_surface, courant, max_rise)
+    return fx, fy
+
+
+def wrap_buffer_size(shape) -> int:
+    """Length of ``drift_transport``'s float32 ``wrap`` buffer for a heightmap of ``shape``
+    (ny, nx): [0], [1] the shares (m), [2] the GPU's count of finished blocks (uint32 bits,
+    0 between launches), [3:] the wrap faces' transfers (the GPU's scratch)."""
+    return 3 + max(int(shape[0]), int(shape[1]))
+
+
+def _wrap_shares(face, low, high):
+    """(share toward the first edge, share toward the last), float32 m: what the wrap faces
+    ``face`` (m, positive toward the first edge) carry, summed (``edge_sum``) and shared
+    evenly among the receiving edge's surface nodes (bool ``low``, ``high``)."""
+    zero = F32(0)
+    forward = edge_sum(np.maximum(face, zero))
+    backward = edge_sum(np.maximum(-face, zero))
+    low_count, high_count = int(np.count_nonzero(low)), int(np.count_nonzero(high))
+    return (F32(forward / F32(low_count)) if low_count else zero,
+            F32(backward / F32(high_count)) if high_count else zero)
+
+
+def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
+                    snow_out, downwind_axis=-1, wrap=None):
+    """One transport step from ``snow_depth`` into ``snow_out`` (both (ny, nx) float32 m, must
+    not alias) over terrain ``height`` (m); courant = dt / spacing (s/m); no transfer up a
+    step of more than ``max_rise`` m (the repose slope times the spacing). The grid wraps
+    around, as the flakes do: the last node of a row (column) and its first are a pair
+    too, so what blows off the downwind edge comes in at the upwind one and the volume
+    stays in the grid: snow_out = max(snow - outflow, 0) + inflow (fixed order, as the
+    redistribution). With ``downwind_axis`` 1 (0) the x (y) edges' wrap faces instead
+    carry what leaves evenly across the receiving edge: their inflow is left out above and
+    each surface node of the first (last) edge then gains ``wrap[0]`` (``wrap[1]``), the
+    wrap faces' sum over the edge (``edge_sum``) shared among the edge's surface nodes;
+    ``wrap`` is a float32 buffer of ``wrap_buffer_size`` that receives the two shares."""
+    zero = F32(0)
+    s = snow_depth
+    fx, fy = _faces(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise)
     left, right = fx, np.roll(fx, -1, axis=1)
     down, up = fy, np.roll(fy, -1, axis=0)
     outflow = (np.maximum(-left, zero) + np.maximum(right, zero)).astype(F32)
     outflow = (outflow + np.maximum(-down, zero)).astype(F32)
     outflow = (outflow + np.maximum(up, zero)).astype(F32)
-    inflow = (np.maximum(left, zero) + np.maximum(-right, zero)).astype(F32)
-    inflow = (inflow + np.maximum(down, zero)).astype(F32)
-    inflow = (inflow + np.maximum(-up, zero)).astype(F32)
-    snow_out[...] = np.where(has_surface, (np.maximum(s - outflow, zero) + inflow).astype(F32),
-                             s).astype(F32)
+    gain_left, gain_right = np.maximum(left, zero), np.maximum(-right, zero)
+    gain_down, gain_up = np.maximum(down, zero), np.maximum(-up, zero)
+    if downwind_axis == 1:
+        face, first, last = fx[:, 0], (slice(None), 0), (slice(None), -1)
+        gain_left[first], gain_right[last] = zero, zero
+    elif downwind_axis == 0:
+        face, first, last = fy[0, :], (0, slice(None)), (-1, slice(None))
+        gain_down[first], gain_up[last] = zero, zero
+    inflow = (gain_left + gain_right).astype(F32)
+    inflow = (inflow + gain_down).astype(F32)
+    inflow = (inflow + gain_up).astype(F32)
+    out = np.where(has_surface, (np.maximum(s - outflow, zero) + inflow).astype(F32),
+                   s).astype(F32)
+    if downwind_axis in (0, 1):
+        share_first, share_last = _wrap_shares(face, has_surface[first], has_surface[last])
+        wrap[0], wrap[1] = share_first, share_last
+        out[first] = np.where(has_surface[first], (out[first] + share_first).astype(F32),
+                              out[first])
+        out[last] = np.where(has_surface[last], (out[last] + share_last).astype(F32),
+                             out[last])
+    snow_out[...] = out
 
 
 #: Crosswind samples of the wake window in ``separation_bubble``.

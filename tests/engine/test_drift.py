@@ -64,10 +64,41 @@ def test_numba_drift_kernels_match_reference_bit_for_bit(seed, fractions_of):
     np.testing.assert_array_equal(flux[0], flux[2])
     np.testing.assert_array_equal(flux[1], flux[3])
     assert np.abs(flux[0]).max() > 0 and not flux[0][~has_surface].any()
-    out = [np.zeros(shape, np.float32) for _ in range(2)]
-    ref.drift_transport(flux[0], flux[1], height, has_surface, snow, 2.0, 0.3, out[0])
-    cpu.drift_transport(flux[0], flux[1], height, has_surface, snow, 2.0, 0.3, out[1])
-    np.testing.assert_array_equal(out[0], out[1])
+    for downwind_axis in (-1, 0, 1):
+        out = [np.zeros(shape, np.float32) for _ in range(2)]
+        wraps = [np.full(ref.wrap_buffer_size(shape), 9.0, np.float32) for _ in range(2)]
+        ref.drift_transport(flux[0], flux[1], height, has_surface, snow, 2.0, 0.3, out[0],
+                            downwind_axis, wraps[0])
+        cpu.drift_transport(flux[0], flux[1], height, has_surface, snow, 2.0, 0.3, out[1],
+                            downwind_axis, wraps[1])
+        np.testing.assert_array_equal(out[0], out[1])
+        np.testing.assert_array_equal(wraps[0][:2], wraps[1][:2])
+
+
+@pytest.mark.parametrize("size", [1, 255, 256, 257, 600, 1031])
+def test_the_wrap_matches_reference_bit_for_bit_on_long_and_short_edges(size):
+    # edges longer than the reduction's threads (256) take the strided partial sums; an
+    # edge of one node is both the first and the last
+    rng = np.random.default_rng(size)
+    for shape in ((size, 5), (5, size), (size, 1)):
+        flux_x = (0.5 * rng.standard_normal(shape)).astype(np.float32)
+        flux_y = (0.5 * rng.standard_normal(shape)).astype(np.float32)
+        snow = (0.2 * rng.random(shape)).astype(np.float32)
+        height = np.zeros(shape, np.float32)
+        has_surface = rng.random(shape) > 0.1
+        for axis in (0, 1):
+            outs = [np.zeros(shape, np.float32) for _ in range(2)]
+            wraps = [np.full(ref.wrap_buffer_size(shape), 9.0, np.float32) for _ in range(2)]
+            for module, out, wrap in zip((ref, cpu), outs, wraps):
+                module.drift_transport(flux_x, flux_y, height, has_surface, snow, 2.0, 0.3,
+                                       out, axis, wrap)
+            np.testing.assert_array_equal(outs[0], outs[1])
+            np.testing.assert_array_equal(wraps[0][:2], wraps[1][:2])
+            assert outs[0].sum(dtype=np.float64) == pytest.approx(
+                snow.sum(dtype=np.float64), rel=1e-5)
+    # the fixed-order float32 sum is the sum to float32 rounding
+    values = rng.random(size).astype(np.float32)
+    assert float(ref.edge_sum(values)) == pytest.approx(math.fsum(values.tolist()), rel=1e-5)
 
 
 def test_transport_conserves_volume_and_never_goes_negative():
@@ -107,6 +138,49 @@ def test_transport_wraps_around_the_grid_as_the_flakes_do(module):
     assert (out[:, 0] > 0.13).all() and (out[:, -1] < 0.25).all()
     np.testing.assert_allclose(out[:, 1:-1], 0.1, rtol=1e-6)
     assert out.sum(dtype=np.float64) == pytest.approx(snow.sum(dtype=np.float64), rel=1e-6)
+
+
+@pytest.mark.parametrize("module", [ref, cpu], ids=["reference", "cpu"])
+@pytest.mark.parametrize("downwind_axis", [0, 1])
+def test_what_leaves_downwind_comes_back_spread_across_the_upwind_edge(module, downwind_axis):
+    # an obstacle's wake starves the rows in line with it of saltating snow; coming back in
+    # the same rows, that wake would reach the fetch upwind of the obstacle. Like a flake
+    # that leaves downwind, the snow comes back at any crosswind place: evenly across the
+    # upwind edge's surface nodes, none into a node without a surface, the volume kept
+    shape = (7, 11)
+    height, has_surface = np.zeros(shape, np.float32), np.ones(shape, bool)
+    has_surface[3, 0] = has_surface[0, 3] = False          # holes on both upwind edges
+    snow = np.full(shape, 0.1, np.float32)
+    flux_x, flux_y = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+    if downwind_axis == 1:
+        flux_x[5, -1] = 0.8                                # one row blows off the x edge
+        flux_y[-1, 4] = 0.02                               # the crosswind wrap stays paired
+    else:
+        flux_y[-1, 5] = 0.8
+        flux_x[4, -1] = 0.02
+    wrap, out = np.zeros(ref.wrap_buffer_size(shape), np.float32), np.zeros_like(snow)
+    module.drift_transport(flux_x, flux_y, height, has_surface, snow, 0.5, 0.2, out,
+                           downwind_axis, wrap)
+    share = wrap[:2]
+    first = out[:, 0] if downwind_axis == 1 else out[0, :]
+    receivers = has_surface[:, 0] if downwind_axis == 1 else has_surface[0, :]
+    gained = first[receivers] - np.float32(0.1)
+    # the donor gave min(|q| dt / spacing, snow / 4) = 0.025 m, shared by the edge's 6
+    # (x edges) or 10 (y edges) surface nodes
+    count = 6 if downwind_axis == 1 else 10
+    assert receivers.sum() == count
+    np.testing.assert_allclose(share, [0.025 / count, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(gained, 0.025 / count, rtol=1e-4)
+    assert first[~receivers] == np.float32(0.1)
+    crosswind_row = out[:, 4] if downwind_axis == 1 else out[4, :]
+    # the pairwise crosswind wrap: 0.005 m leaves the last node into the first of its line
+    # (and as much comes into the last from the one before it)
+    np.testing.assert_allclose(crosswind_row[[0, -2, -1]], [0.105, 0.095, 0.1], rtol=1e-5)
+    assert out.sum(dtype=np.float64) == pytest.approx(snow.sum(dtype=np.float64), rel=1e-6)
+    # without the spread the same row takes it all back
+    module.drift_transport(flux_x, flux_y, height, has_surface, snow, 0.5, 0.2, out)
+    first = out[:, 0] if downwind_axis == 1 else out[0, :]
+    assert first[5] == pytest.approx(0.125, rel=1e-6) and first[1] == np.float32(0.1)
 
 
 def _strip(flux, snow=0.1, steps=1, height=None):

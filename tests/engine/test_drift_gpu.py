@@ -48,12 +48,44 @@ def test_cuda_drift_matches_reference(gpu_backend, seed, fractions_of):
         np.testing.assert_array_equal(xp.asnumpy(a), e)
     assert np.abs(flux[0]).max() > 0
 
-    out = np.zeros(shape, np.float32)
-    ref.drift_transport(*flux, height, has_surface, snow, 2.0, 0.3, out)
-    device_out = xp.zeros(shape, xp.float32)
-    gd.drift_transport(*device_flux, xp.asarray(height), xp.asarray(has_surface), xp.asarray(snow),
-                       2.0, 0.3, device_out)
-    np.testing.assert_array_equal(xp.asnumpy(device_out), out)
+    for downwind_axis in (-1, 0, 1):
+        out = np.zeros(shape, np.float32)
+        wrap = np.full(ref.wrap_buffer_size(shape), 9.0, np.float32)
+        ref.drift_transport(*flux, height, has_surface, snow, 2.0, 0.3, out, downwind_axis,
+                            wrap)
+        device_out = xp.zeros(shape, xp.float32)
+        device_wrap = xp.zeros(ref.wrap_buffer_size(shape), xp.float32)
+        gd.drift_transport(*device_flux, xp.asarray(height), xp.asarray(has_surface),
+                           xp.asarray(snow), 2.0, 0.3, device_out, downwind_axis, device_wrap)
+        np.testing.assert_array_equal(xp.asnumpy(device_out), out)
+        if downwind_axis >= 0:
+            np.testing.assert_array_equal(xp.asnumpy(device_wrap[:2]), wrap[:2])
+            assert wrap[0] > 0 or wrap[1] > 0
+            assert int(device_wrap[2:3].view(xp.uint32)[0]) == 0   # ready for the next launch
+
+
+@pytest.mark.parametrize("size", [1, 255, 256, 257, 1031, 8193])
+def test_cuda_wrap_matches_reference_on_long_and_short_edges(gpu_backend, size):
+    # the last block's tail: strided partial sums over 256 threads, then a tree, in the
+    # reference's order; edges of one node are both the first and the last; one buffer
+    # for every launch (its count of finished blocks back to 0 each time)
+    gd, xp = gpu_backend.kernel_module("drift"), gpu_backend.xp
+    rng = np.random.default_rng(size)
+    for shape in ((size, 6), (6, size), (size, 1)):
+        arrays = [(0.5 * rng.standard_normal(shape)).astype(np.float32) for _ in range(2)]
+        snow = (0.2 * rng.random(shape)).astype(np.float32)
+        height = np.zeros(shape, np.float32)
+        has_surface = rng.random(shape) > 0.1
+        device_wrap = xp.zeros(ref.wrap_buffer_size(shape), xp.float32)
+        for axis in (0, 1, 0):
+            out, wrap = np.zeros(shape, np.float32), np.zeros(ref.wrap_buffer_size(shape), np.float32)
+            ref.drift_transport(*arrays, height, has_surface, snow, 2.0, 0.3, out, axis, wrap)
+            device_out = xp.zeros(shape, xp.float32)
+            gd.drift_transport(*[xp.asarray(a) for a in arrays], xp.asarray(height),
+                               xp.asarray(has_surface), xp.asarray(snow), 2.0, 0.3,
+                               device_out, axis, device_wrap)
+            np.testing.assert_array_equal(xp.asnumpy(device_out), out)
+            np.testing.assert_array_equal(xp.asnumpy(device_wrap[:2]), wrap[:2])
 
 
 @pytest.mark.parametrize("seed", [4, 5])
