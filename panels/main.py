@@ -43,6 +43,7 @@ def draw_snowfall(layout, context):
     sub.prop(props, "wind_resolution")
     col.prop(props, "sky_height")
     col.prop(props, "wind_boundary")
+    col.prop(props, "side_walls")
 
     col = layout.column(heading="Wind")
     col.prop(props, "wind_speed")

@@ -191,6 +191,12 @@ class SnowfallSettings(bpy.types.PropertyGroup):
                 "A wind cell is solid when its centre lies below the terrain: a staircase "
                 "that slows the wind over slopes (earlier versions; a cheaper pressure solve)")],
         description="How the terrain meets the wind")
+    side_walls: BoolProperty(
+        name="Side Walls", default=_DEFAULTS.side_walls,
+        description="The sides of the wind domain that the wind runs parallel to are closed "
+                    "free-slip walls. Open sides (off) let the gusts' crosswind air out but "
+                    "never in, and drifting snow collects along those edges; walls suit "
+                    "terrain whose snow cannot wall off a pocket from the downwind side")
     cache_folder: StringProperty(
         name="Cache Folder", default=DEFAULT_CACHE_FOLDER, subtype="DIR_PATH",
         options=PATH_OPTIONS,

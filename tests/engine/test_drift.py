@@ -13,7 +13,7 @@ from snowfall.kernels.reference import wind as ref_wind
 from snowfall.snow_addon import Simulation, SnowSettings
 from snowfall.snow_addon import drift as drift_model
 from snowfall.snow_addon.errors import SnowInputError
-from snowfall.snow_addon.scenes import box_test, snow_fence
+from snowfall.snow_addon.scenes import box_test, grid_mesh, snow_fence
 
 
 def _random_case(seed, nz=6, ny=7, nx=9, hy=23, hx=31):
@@ -598,3 +598,25 @@ def test_a_long_solid_fence_has_a_lee_drift_that_ends_downwind():
     lee, beyond = mean(0.3, 10), mean(15, 20)
     assert beyond < 0.8 * lee           # a lee drift, which ends before 15 H
     assert diagnostics.deposited_volume == pytest.approx(diagnostics.snow_volume, rel=1e-4)
+
+
+def test_side_walls_keep_the_side_edges_like_the_plane_between_them():
+    """On a flat plane under a storm along +x, open sides parallel to the wind let the
+    gusts' crosswind air out but never in: the rows along them depart from the plane's
+    depth (flakes carried off, then drift collected). With ``side_walls`` they stay close
+    to it (within the boundary rows' smaller catch of flakes)."""
+    axis = np.linspace(-10.0, 10.0, 41)
+    vertices, triangles = grid_mesh(axis, axis, np.zeros((41, 41)))
+    departures = {}
+    for walls in (False, True):
+        settings = SnowSettings(heightmap_resolution=128, wind_resolution=32, sky_height=6.0,
+                                wind_speed=10.0, gust_strength=0.2, flake_count=20_000,
+                                snowfall_rate=60.0, seed=1, side_walls=walls)
+        sim = Simulation(settings, vertices, triangles, backend="cpu")
+        sim.step(96)
+        rows = sim.snow_depth().astype(np.float64).mean(axis=1)
+        edges = np.array([rows[0], rows[-1]]) / rows[16:-16].mean()
+        departures[walls] = np.abs(1.0 - edges).max()
+        if walls:
+            assert ((edges > 0.6) & (edges < 1.0)).all(), edges
+    assert departures[False] > 2.0 * departures[True], departures
