@@ -166,6 +166,7 @@ def _fence_storm(frames: int, flakes: int):
     props.wind_cell_size = 0.5            # 4 cells up the fence
     props.sky_height = 8.0
     props.flake_size = 0.015
+    props.side_walls = True           # the plane's sides run along the wind: no snow lines
     return props
 
 
