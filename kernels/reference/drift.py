@@ -25,9 +25,9 @@ Three stages per step:
    deficit on, about 1.5 m/s at these limits; 10-15 m of every scene's upwind edge held
    a quarter to four fifths of the snow further in.) Across the edges the storm's heading
    points through (``downwind_axis``), what leaves comes back spread evenly over the
-   upwind edge's surface nodes, as a flake that leaves downwind comes
-   back at a random crosswind place: an obstacle's drift wake, which starves the rows in
-   line with it of saltating snow, does not come back around onto the fetch upwind of it.
+   upwind edge's surface nodes, as a flake that leaves downwind comes back at a random
+   crosswind place: an obstacle's drift wake, which starves the rows in line with it of
+   saltating snow, does not come back around onto the fetch upwind of it.
 """
 import math
 
