@@ -34,6 +34,20 @@ SEPARATION_SLOPE = 1.0 / 12.0
 """Drop of the dividing streamline per metre downwind of an obstacle's top: flow behind a
 solid fence reattaches about 12 fence heights downwind, where its lee drift ends (Tabler
 1991, 1994: a solid fence's drift is 10-15 H long)."""
+SEPARATION_RISE = 0.2
+"""How the dividing streamline first climbs above the obstacle's top before it comes down
+(kernels.reference.drift.separation_bubble): the air that the windward face turns upward
+leaves the top edge heading up, so a separated shear layer first rises and then bends
+down to reattach. With 0.2 and SEPARATION_SLOPE it is H (1 - x / 12 H)(1 + 0.2 x / H)
+over flat ground behind a bluff obstacle of height H (SEPARATION_EDGE): 1.2 H high 3.5 H
+downwind, closing at 12 H as before. Chosen on the validation scenes (docs/drift.md, "Why
+the climb"); 0 is the straight line of SEPARATION_SLOPE alone."""
+SEPARATION_EDGE = 1.25
+"""Rise per metre of the face below an obstacle's top (one wind cell of run) from which the
+streamline leaving that top climbs (SEPARATION_RISE): a bluff face, 51 degrees and
+steeper, the faces the horseshoe vortex wraps (1 / VORTEX_REACH). Air that flows up a
+smooth hill leaves its crest along the lee slope, without the upward kick of a sharp
+edge."""
 WAKE_SPREAD = 2.0
 """Half-width of the crosswind window, per metre downwind, over which an obstacle's
 height is averaged: a narrow obstacle's wake closes sooner because air flows in from its
@@ -168,7 +182,8 @@ class SnowDrift:
                                            g.x0, g.y0, g.cell_size, self.column_top,
                                            self.column_height)
         self.kernels.separation_bubble(self.column_height, g.x0, g.y0, g.cell_size, hx, hy,
-                                       SEPARATION_SLOPE, WAKE_SPREAD, self.max_distance,
+                                       SEPARATION_SLOPE, SEPARATION_RISE, SEPARATION_EDGE,
+                                       WAKE_SPREAD, self.max_distance,
                                        self.bubble_top)
         cells = min(MAX_VORTEX_CELLS, math.ceil(max(VORTEX_REACH, VORTEX_LEG) * self.relief
                                                 / g.cell_size))

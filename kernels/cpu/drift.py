@@ -291,9 +291,31 @@ def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, c
                     surface_out[row, c] = value
 
 
+@numba.njit(inline="always", cache=True)
+def _upwind_surface(column_height, ox, oy, h, x, y, s, hx, hy, spread):
+    """The surface s m straight upwind of (x, y), and that at most the mean across the
+    wake's window."""
+    cx = np.float32(x - np.float32(s * hx))
+    cy = np.float32(y - np.float32(s * hy))
+    half = np.float32(np.float32(spread) * s)
+    total = np.float32(0.0)
+    centre = np.float32(0.0)
+    for m in range(WAKE_SAMPLES):
+        offset = np.float32(np.float32(np.float32(2 * m - (WAKE_SAMPLES - 1))
+                                       / np.float32(WAKE_SAMPLES - 1)) * half)
+        px = np.float32(cx - np.float32(offset * hy))
+        py = np.float32(cy + np.float32(offset * hx))
+        value = sample_bilinear(column_height, ox, oy, h, px, py)
+        total = np.float32(total + value)
+        if 2 * m == WAKE_SAMPLES - 1:
+            centre = value
+    mean = np.float32(total / np.float32(WAKE_SAMPLES))
+    return centre, (centre if centre < mean else mean)
+
+
 @numba.njit(parallel=True, cache=True)
-def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, slope, spread,
-                      max_distance, bubble_top):
+def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, slope, rise,
+                      edge, spread, max_distance, bubble_top):
     """Top (m) of the lee's separation bubble over each wind column (see the reference)."""
     ny, nx = column_height.shape
     h = np.float32(cell_size)
@@ -301,32 +323,32 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
     ox, oy = np.float32(np.float32(x0) + half_cell), np.float32(np.float32(y0) + half_cell)
     hx, hy = np.float32(heading_x), np.float32(heading_y)
     limit = np.float32(max_distance)
+    face = np.float32(np.float32(edge) * h)
     for j in prange(ny):
         y = np.float32(oy + np.float32(np.float32(j) * h))
         for i in range(nx):
             x = np.float32(ox + np.float32(np.float32(i) * h))
+            here = column_height[j, i]
             top = NO_SURFACE
             s = h
+            centre, upwind = np.float32(0.0), np.float32(0.0)
+            if s <= limit:
+                centre, upwind = _upwind_surface(column_height, ox, oy, h, x, y, s, hx, hy,
+                                                 spread)
             while s <= limit:
-                cx = np.float32(x - np.float32(s * hx))
-                cy = np.float32(y - np.float32(s * hy))
-                half = np.float32(np.float32(spread) * s)
-                total = np.float32(0.0)
-                centre = np.float32(0.0)
-                for m in range(WAKE_SAMPLES):
-                    offset = np.float32(np.float32(np.float32(2 * m - (WAKE_SAMPLES - 1))
-                                                   / np.float32(WAKE_SAMPLES - 1)) * half)
-                    px = np.float32(cx - np.float32(offset * hy))
-                    py = np.float32(cy + np.float32(offset * hx))
-                    value = sample_bilinear(column_height, ox, oy, h, px, py)
-                    total = np.float32(total + value)
-                    if 2 * m == WAKE_SAMPLES - 1:
-                        centre = value
-                mean = np.float32(total / np.float32(WAKE_SAMPLES))
-                line = np.float32((centre if centre < mean else mean)
-                                  - np.float32(s * np.float32(slope)))
+                further_centre, further = _upwind_surface(column_height, ox, oy, h, x, y,
+                                                          np.float32(s + h), hx, hy, spread)
+                drop = np.float32(s * np.float32(slope))
+                line = np.float32(upwind - drop)
+                lift = np.float32(upwind - here)
+                if (rise > 0 and here != NO_SURFACE and lift > 0 and drop < lift
+                        and np.float32(centre - further_centre) >= face):
+                    climb = np.float32(np.float32(np.float32(rise) * s)
+                                       * np.float32(np.float32(1.0) - np.float32(drop / lift)))
+                    line = np.float32(line + climb)
                 if line > top:
                     top = line
+                centre, upwind = further_centre, further
                 s = np.float32(s + h)
             bubble_top[j, i] = top
 

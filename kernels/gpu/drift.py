@@ -259,10 +259,32 @@ extern "C" __global__ void column_surface(const float* __restrict__ height,
     surface_out[t] = best;
 }
 
+// the surface s m straight upwind of (x, y) (centre), and that at most the mean across
+// the wake's window (returned)
+__device__ __forceinline__ float upwind_surface(const float* __restrict__ column_height,
+                                                int nx, int ny, float ox, float oy, float h,
+                                                float x, float y, float s, float heading_x,
+                                                float heading_y, float spread,
+                                                float* centre_out) {
+    float cx = x - s * heading_x, cy = y - s * heading_y;
+    float half = spread * s;
+    float total = 0.0f, centre = 0.0f;
+    for (int m = 0; m < WAKE_SAMPLES; ++m) {
+        float offset = ((float)(2 * m - (WAKE_SAMPLES - 1)) / (float)(WAKE_SAMPLES - 1)) * half;
+        float px = cx - offset * heading_y, py = cy + offset * heading_x;
+        float value = sample_bilinear(column_height, nx, ny, ox, oy, h, px, py);
+        total = total + value;
+        if (2 * m == WAKE_SAMPLES - 1) centre = value;
+    }
+    *centre_out = centre;
+    return fminf(centre, total / (float)WAKE_SAMPLES);
+}
+
 extern "C" __global__ void separation_bubble(const float* __restrict__ column_height, int nx,
                                              int ny, float x0, float y0, float h,
                                              float heading_x, float heading_y, float slope,
-                                             float spread, float max_distance,
+                                             float rise, float edge, float spread,
+                                             float max_distance,
                                              float* __restrict__ bubble_top) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nx * ny) return;
@@ -270,19 +292,28 @@ extern "C" __global__ void separation_bubble(const float* __restrict__ column_he
     float half_cell = 0.5f * h;
     float ox = x0 + half_cell, oy = y0 + half_cell;
     float x = ox + (float)i * h, y = oy + (float)j * h;
+    float here = column_height[t];
+    float face = edge * h;
     float top = NO_SURFACE;
+    float centre = 0.0f, upwind = 0.0f;
+    if (h <= max_distance)
+        upwind = upwind_surface(column_height, nx, ny, ox, oy, h, x, y, h, heading_x,
+                                heading_y, spread, &centre);
+    // each point's line waits for the surface one cell further upwind (is its face bluff?)
     for (float s = h; s <= max_distance; s = s + h) {
-        float cx = x - s * heading_x, cy = y - s * heading_y;
-        float half = spread * s;
-        float total = 0.0f, centre = 0.0f;
-        for (int m = 0; m < WAKE_SAMPLES; ++m) {
-            float offset = ((float)(2 * m - (WAKE_SAMPLES - 1)) / (float)(WAKE_SAMPLES - 1)) * half;
-            float px = cx - offset * heading_y, py = cy + offset * heading_x;
-            float value = sample_bilinear(column_height, nx, ny, ox, oy, h, px, py);
-            total = total + value;
-            if (2 * m == WAKE_SAMPLES - 1) centre = value;
-        }
-        top = fmaxf(top, fminf(centre, total / (float)WAKE_SAMPLES) - s * slope);
+        float further_centre;
+        float further = upwind_surface(column_height, nx, ny, ox, oy, h, x, y, s + h,
+                                       heading_x, heading_y, spread, &further_centre);
+        float drop = s * slope;
+        float line = upwind - drop;
+        float lift = upwind - here;
+        // the streamline climbs off a bluff face first (see the reference)
+        if (rise > 0.0f && here != NO_SURFACE && lift > 0.0f && drop < lift
+                && centre - further_centre >= face)
+            line = line + (rise * s) * (1.0f - drop / lift);
+        top = fmaxf(top, line);
+        centre = further_centre;
+        upwind = further;
     }
     bubble_top[t] = top;
 }
@@ -412,14 +443,14 @@ def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, c
         f(spacing), f(x0), f(y0), f(cell_size), surface_out, np.int32(wnx), np.int32(wny)))
 
 
-def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, slope, spread,
-                      max_distance, bubble_top):
+def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, slope, rise,
+                      edge, spread, max_distance, bubble_top):
     """Top (m) of the lee's separation bubble over each wind column (see the reference)."""
     ny, nx = column_height.shape
     f = np.float32
     _kernel("separation_bubble")(blocks(nx * ny), (LAUNCH_BLOCK,), (
         column_height, np.int32(nx), np.int32(ny), f(x0), f(y0), f(cell_size), f(heading_x),
-        f(heading_y), f(slope), f(spread), f(max_distance), bubble_top))
+        f(heading_y), f(slope), f(rise), f(edge), f(spread), f(max_distance), bubble_top))
 
 
 def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, leg,

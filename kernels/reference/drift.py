@@ -274,8 +274,8 @@ def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, c
     surface_out[...] = out
 
 
-def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, slope, spread,
-                      max_distance, bubble_top):
+def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, slope, rise,
+                      edge, spread, max_distance, bubble_top):
     """The separated flow in the lee of obstacles, from the surface alone (the inviscid
     wind solver keeps flow attached behind sharp edges). ``column_height`` (ny_w, nx_w) m
     from ``column_surface``, columns centred at x0 + (i + 0.5) cell_size, ... For each
@@ -284,7 +284,14 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
     across a crosswind window of half-width ``spread`` * s (WAKE_SAMPLES points, odd: the
     middle one is straight upwind), lowered by ``slope`` * s, is a point of the dividing
     streamline leaving that obstacle (the mean shortens the wake of a narrow obstacle, the
-    minimum keeps it as wide as the obstacle). ``bubble_top`` (ny_w, nx_w) float32 m:
+    minimum keeps it as wide as the obstacle). Where the surface straight upwind tops a
+    bluff face there (it stands at least ``edge`` * cell_size above the surface straight
+    upwind one cell further) and that point stands a rise r above the column's own with
+    s * slope < r, the streamline first climbs: it is raised by
+    ``rise`` * s * (1 - s * slope / r), which is r (1 - x / L)(1 + rise x) above the column
+    with x = s / r and L = 1 / slope (the bubble still closes at L heights, but peaks at
+    (1 + rise L)^2 / (4 rise L) heights, near L / 2 - 1 / (2 rise) downwind). A smooth
+    crest leaves no climb. ``bubble_top`` (ny_w, nx_w) float32 m:
     the highest such point; air below it (bilinear between column centres) is still, and
     a surface below it is sheltered. Where no obstacle shelters a column it lies below
     the surface."""
@@ -295,9 +302,11 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
     y = oy + np.arange(ny, dtype=F32)[:, None] * F32(cell_size)
     x, y = np.broadcast_to(x, (ny, nx)).astype(F32), np.broadcast_to(y, (ny, nx)).astype(F32)
     hx, hy = F32(heading_x), F32(heading_y)
+    here = np.asarray(column_height, F32)
+    face = F32(F32(edge) * F32(cell_size))
     top = np.full((ny, nx), NO_SURFACE, F32)
-    s = F32(cell_size)
-    while s <= F32(max_distance):
+
+    def upwind_surface(s):
         cx = (x - F32(s * hx)).astype(F32)
         cy = (y - F32(s * hy)).astype(F32)
         half = F32(F32(spread) * s)
@@ -310,9 +319,24 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
             total = (total + value).astype(F32)
             if 2 * m == WAKE_SAMPLES - 1:
                 centre = value
-        mean = (total / F32(WAKE_SAMPLES)).astype(F32)
-        line = (np.minimum(centre, mean) - F32(s * F32(slope))).astype(F32)
+        return centre, np.minimum(centre, (total / F32(WAKE_SAMPLES)).astype(F32))
+
+    # each point's line waits for the surface one cell further upwind (is its face bluff?)
+    s = F32(cell_size)
+    if s <= F32(max_distance):
+        centre, upwind = upwind_surface(s)
+    while s <= F32(max_distance):
+        further_centre, further = upwind_surface(F32(s + F32(cell_size)))
+        drop = F32(s * F32(slope))
+        line = (upwind - drop).astype(F32)
+        lift = (upwind - here).astype(F32)
+        climbs = ((F32(rise) > 0) & (here != NO_SURFACE) & (lift > 0) & (drop < lift)
+                  & ((centre - further_centre).astype(F32) >= face))
+        ratio = (drop / np.where(climbs, lift, F32(1))).astype(F32)
+        climb = (F32(F32(rise) * s) * (F32(1) - ratio)).astype(F32)
+        line = np.where(climbs, (line + climb).astype(F32), line)
         top = np.maximum(top, line)
+        centre, upwind = further_centre, further
         s = F32(s + F32(cell_size))
     bubble_top[...] = top
 

@@ -342,7 +342,8 @@ def test_numba_shelter_kernels_match_reference_bit_for_bit(seed):
     assert (obstacles[0] < surface[0]).any() and (obstacles[0] == surface[0]).any()
     top = [np.zeros(columns, np.float32) for _ in range(2)]
     for module, out in zip((ref, cpu), top):
-        module.separation_bubble(surface[0], -2.0, 0.1, 1.25, 0.8, -0.6, 1 / 12, 2.0, 12.0, out)
+        module.separation_bubble(surface[0], -2.0, 0.1, 1.25, 0.8, -0.6, 1 / 12, 0.2, 1.25, 2.0,
+                                 12.0, out)
     np.testing.assert_array_equal(top[0], top[1])
     wind = (4 * np.random.default_rng(seed).standard_normal((2,) + columns)).astype(np.float32)
     flux = [np.zeros(height.shape, np.float32) for _ in range(4)]
@@ -394,11 +395,15 @@ def test_numba_shelter_kernels_match_reference_bit_for_bit(seed):
     assert sheltered.any() and not ((plain[0] == 0) & (flux[0] != 0)).any()
 
 
-def _bubble_behind(column_height, cell=1.0, heading=(1.0, 0.0)):
+def _bubble_top(column_height, cell=1.0, heading=(1.0, 0.0), rise=drift_model.SEPARATION_RISE):
     top = np.zeros(column_height.shape, np.float32)
     ref.separation_bubble(column_height, 0.0, 0.0, cell, *heading, drift_model.SEPARATION_SLOPE,
-                          drift_model.WAKE_SPREAD, 200.0, top)
-    return top > column_height
+                          rise, drift_model.SEPARATION_EDGE, drift_model.WAKE_SPREAD, 200.0, top)
+    return top
+
+
+def _bubble_behind(column_height, cell=1.0, heading=(1.0, 0.0)):
+    return _bubble_top(column_height, cell, heading) > column_height
 
 
 def test_separation_bubble_of_a_long_fence_is_about_12_heights_and_of_a_cube_under_2():
@@ -411,6 +416,14 @@ def test_separation_bubble_of_a_long_fence_is_about_12_heights_and_of_a_cube_und
     length = np.flatnonzero(row).max() - 10      # metres behind the fence
     assert 22 <= length <= 25                    # 12 H, Tabler's solid-fence drift length
     assert row[11:11 + 20].all()
+    # the dividing streamline leaves the top climbing: 1.2 H high 3.5 H behind the fence,
+    # above the fence's top over the first half of the bubble, then down to the ground
+    top = _bubble_top(fence)[20]
+    behind = np.arange(120) - 10.0                                 # metres behind the fence
+    expected = 2.0 * (1 - behind / 24) * (1 + 0.2 * behind / 2)   # H (1 - x/12H)(1 + 0.2 x/H)
+    np.testing.assert_allclose(top[11:34], expected[11:34], atol=1e-5)
+    assert top[11:34].max() == pytest.approx(2.4, abs=0.01)        # 1.2 H at 3.5 H
+    assert (top[11:11 + 13] > 2.0).all() and (top[11 + 15:34] < 2.0).all()
     # a 2 m cube: flow from the sides closes its wake within 1.6-2 H (Martinuzzi and Tropea)
     cube = np.zeros((40, 120), np.float32)
     cube[19:21, 10:12] = 2.0
@@ -421,6 +434,28 @@ def test_separation_bubble_of_a_long_fence_is_about_12_heights_and_of_a_cube_und
     # the heading turns the bubble with it
     turned = _bubble_behind(fence.T.copy(), heading=(0.0, 1.0))
     np.testing.assert_array_equal(turned, sheltered.T)
+
+
+def test_the_dividing_streamline_climbs_off_bluff_faces_only():
+    # a smooth ridge (Witch of Agnesi, 20 m high, half-width 30 m, steepest 33 degrees) on
+    # 2.5 m columns: its lee bubble is the straight line's, with or without the climb
+    x = (np.arange(96) - 30.0) * 2.5
+    ridge = np.broadcast_to(20.0 / (1 + (x / 30.0) ** 2), (8, 96)).astype(np.float32)
+    smooth = _bubble_top(ridge, cell=2.5)
+    np.testing.assert_array_equal(smooth, _bubble_top(ridge, cell=2.5, rise=0.0))
+    assert (smooth > ridge).any()                 # its lee is still sheltered
+    # the same ridge with a 4 m wall on its crest (4 m over one 2.5 m column: bluff), whose
+    # streamline climbs
+    walled = ridge.copy()
+    walled[:, 30] += 4.0
+    assert (_bubble_top(walled, cell=2.5) > _bubble_top(walled, cell=2.5, rise=0.0)).any()
+    # a fence's windward side buried up to its top is no longer a bluff face
+    fence = np.zeros((8, 120), np.float32)
+    fence[:, 10] = 2.0
+    buried = fence.copy()
+    buried[:, :10] = np.linspace(0.0, 1.9, 10, dtype=np.float32)   # a drift ramp to the top
+    np.testing.assert_array_equal(_bubble_top(buried), _bubble_top(buried, rise=0.0))
+    assert (_bubble_top(fence) > _bubble_top(fence, rise=0.0)).any()
 
 
 def _scour(column_height, cell=0.5, heading=(1.0, 0.0), module=ref):

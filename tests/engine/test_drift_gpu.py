@@ -107,7 +107,7 @@ def test_cuda_shelter_kernels_match_reference(gpu_backend, seed):
     np.testing.assert_array_equal(xp.asnumpy(device_surface), surface)
 
     top = np.zeros(columns, np.float32)
-    bubble = (-2.0, 0.1, 1.45, 0.8, -0.6, 1 / 12, 2.0, 30.0)
+    bubble = (-2.0, 0.1, 1.45, 0.8, -0.6, 1 / 12, 0.2, 1.25, 2.0, 30.0)
     ref.separation_bubble(surface, *bubble, top)
     device_top = xp.full(columns, 9.0, xp.float32)
     gd.separation_bubble(device_surface, *bubble, device_top)
