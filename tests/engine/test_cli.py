@@ -138,6 +138,8 @@ def test_a_failed_save_leaves_the_old_file(tmp_path, capsys, monkeypatch):
     (["simulate", "--preset", "cpu-tiny", "--backend", "tpu"], ["--backend", "tpu"]),
     (["benchmark", "--scenes", "cpu-tiny", "bogus"], ["--scenes", "bogus"]),
     (["benchmark", "--blender-frames", "1"], ["--blender-frames", "at least 2"]),
+    (["benchmark", "--min-seconds", "-1"], ["--min-seconds", ">= 0"]),
+    (["benchmark", "--min-seconds", "nan"], ["--min-seconds", ">= 0"]),
     (["render"], ["render"]),
     ([], ["COMMAND"]),
 ])
@@ -188,6 +190,17 @@ def test_benchmark_measures_a_tiny_scene(tmp_path, capsys, monkeypatch):
             assert entry["bandwidth"] > 0 and entry["copy_fraction"] > 0
     assert scene["last_wind"]["converged"]
     assert scene["jacobi25_ms"] > 0  # the pressure solve is compared with 25 Jacobi sweeps
+
+
+def test_benchmark_times_at_least_min_seconds_in_whole_chunks_of_steps(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert main(["benchmark", "--scenes", "cpu-tiny", "--backend", "cpu", "--steps", "2",
+                 "--warmup", "1", "--profile-steps", "1", "--min-seconds", "0.3",
+                 "--out", str(out)]) == 0
+    (scene,) = json.loads(out.read_text())["scenes"]
+    assert scene["seconds"] >= 0.3 and scene["steps"] > 2 and scene["steps"] % 2 == 0
+    assert scene["steps_per_s"] == pytest.approx(scene["steps"] / scene["seconds"])
+    assert "repeated to at least 0.3 s" in capsys.readouterr().out
 
 
 def test_benchmark_reports_a_scene_that_does_not_fit(capsys, monkeypatch):
