@@ -15,9 +15,28 @@ import time
 from dataclasses import dataclass, field
 from types import ModuleType
 
+import numpy as np
+
 from .errors import SnowInputError
 
 BACKEND_CHOICES = ("auto", "gpu", "cpu", "numpy")
+
+
+class HostRead:
+    """A copy from the device to the host under way (Backend.read_async)."""
+
+    __slots__ = ("_event", "_host")
+
+    def __init__(self, event, host):
+        self._event, self._host = event, host
+
+    def ready(self) -> bool:
+        return self._event is None or self._event.done
+
+    def wait(self):
+        if self._event is not None:
+            self._event.synchronize()
+        return self._host
 
 
 @dataclass
@@ -38,6 +57,30 @@ class Backend:
         if self.is_gpu:
             return self.xp.asnumpy(array)
         return array
+
+    def host_buffer(self, size: int, dtype):
+        """A host array to read ``size`` values into (page-locked on the GPU, so a read
+        from the device can run while the host goes on)."""
+        if self.is_gpu:
+            import cupyx
+
+            return cupyx.empty_pinned((size,), dtype)
+        return np.zeros(size, dtype)
+
+    def read_async(self, array, host) -> "HostRead":
+        """Start copying the backend array ``array`` into ``host`` (host_buffer) after the
+        work queued so far; ``ready()`` tells without waiting whether it has arrived,
+        ``wait()`` waits and returns it. On the CPU backends the array is already on the
+        host: returned as it is."""
+        if not self.is_gpu:
+            return HostRead(None, array)
+        cupy = self.xp
+        stream = cupy.cuda.get_current_stream()
+        cupy.cuda.runtime.memcpyAsync(host.ctypes.data, array.data.ptr, array.nbytes,
+                                      cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        event = cupy.cuda.Event(block=False, disable_timing=True)
+        event.record(stream)
+        return HostRead(event, host)
 
     def asarray(self, array, dtype=None):
         return self.xp.ascontiguousarray(self.xp.asarray(array, dtype=dtype))

@@ -32,6 +32,10 @@ from .wind import WindSolver, WindStepInfo, wind_schedule
 MEMORY_HEADROOM = 0.85
 
 STATE_FORMAT_VERSION = 2
+#: Backends on which Simulation.step begins a wind step's solve ahead (_prefetch_wind): the
+#: GPU, whose reads of the solve's scalars stall it otherwise. The results are the same
+#: either way (tests/engine/test_simulation.py runs the CPU with it on too).
+PREFETCH_WIND = {"gpu": True}
 
 
 @dataclass
@@ -168,6 +172,10 @@ class Simulation:
         #: the next at step ``_next_wind_step`` = its step + ``wind_interval``
         self.wind_interval, self.wind_substeps = 1, 1
         self._next_wind_step = 0
+        #: the next wind step, begun ahead (_prefetch_wind) and finished at its step
+        self._pending_wind = None
+        #: wind steps begun ahead so far (not part of the state: for tests and benchmarks)
+        self.wind_prefetches = 0
         #: wind solves so far in this process (not part of the state: for the benchmark)
         self.wind_solves = 0
         self._last_wind: WindStepInfo | None = None
@@ -182,11 +190,15 @@ class Simulation:
             raise SnowInputError("count", f"must be a whole number >= 0, got {count!r}", "1")
         dt = self.settings.time_step
         timer = self.timer
+        last_step = self.step_index + int(count)
         for index in range(int(count)):
             if index == count - 1:
                 self._hit_total_before[...] = self.cover.hit_total
             if self.step_index >= self._next_wind_step:
                 self._step_wind(dt)
+                self._prefetch_wind(dt, last_step)
+            elif self._pending_wind is not None:
+                self.wind.poll_step(self._pending_wind)
             if self.flakes is not None:
                 lift = None
                 if self.drift is not None:
@@ -211,15 +223,45 @@ class Simulation:
 
     def _step_wind(self, dt: float) -> None:
         """Solve the wind on its schedule at this step: ``wind_substeps`` solves covering
-        ``wind_interval`` steps."""
+        ``wind_interval`` steps (the first of them begun ahead by _prefetch_wind, if it
+        was)."""
         interval, substeps = wind_schedule(self.settings, self.grid.cell_size, self.time)
         self.wind_interval, self.wind_substeps = interval, substeps
         wind_dt = interval * dt / substeps
         for sub in range(substeps):
             with self.timer.stage("wind"):
-                self._last_wind = self.wind.step(self.time + sub * wind_dt, wind_dt)
+                if sub == 0 and self._pending_wind is not None:
+                    pending, self._pending_wind = self._pending_wind, None
+                    self._last_wind = self.wind.finish_step(pending)
+                else:
+                    self._last_wind = self.wind.step(self.time + sub * wind_dt, wind_dt)
             self.wind_solves += 1
         self._next_wind_step = self.step_index + interval
+
+    def _prefetch_wind(self, dt: float, last_step: int) -> None:
+        """Begin the next wind step's solve now, while the flakes and the snow cover of the
+        steps before it are still to be queued: its reads of the CG scalars then arrive
+        while the device works on those, instead of leaving it idle while the host waits
+        (the device-to-host reads are what holds a GPU step back). The same operations on
+        the same data as without it, so the same results, bit for bit. Only where nothing
+        in between changes what the solve reads: a single solve, no obstacle refresh
+        before it, and within this call of ``step`` (no solve left under way between
+        calls: a checkpoint never sees one)."""
+        if not (PREFETCH_WIND.get(self.backend.name, False) and self.flakes is not None):
+            return
+        target = self._next_wind_step
+        if target >= last_step:
+            return
+        refresh = self.settings.obstacle_refresh_steps
+        if any(k % refresh == 0 for k in range(self.step_index + 1, target + 1)):
+            return
+        time = target * dt
+        interval, substeps = wind_schedule(self.settings, self.grid.cell_size, time)
+        if substeps != 1:
+            return
+        with self.timer.stage("wind"):
+            self._pending_wind = self.wind.begin_step(time, interval * dt, keep_current=True)
+        self.wind_prefetches += 1
 
     def _drift_step(self) -> None:
         self.drift.step(self.settings.time_step)
@@ -285,6 +327,10 @@ class Simulation:
     def state_dict(self) -> dict:
         """Complete host copy of the state: loading it and stepping reproduces an
         uninterrupted run exactly."""
+        if self._pending_wind is not None:
+            # only after an exception inside step(): a wind solve begun ahead is half done
+            raise SnowInputError("state", "a wind step begun ahead is still under way (a step "
+                                 "was interrupted)", "step on to the end of that wind step")
         state = {"format_version": np.int64(STATE_FORMAT_VERSION),
                  "step_index": np.int64(self.step_index),
                  "next_wind_step": np.int64(self._next_wind_step),

@@ -57,6 +57,18 @@ fence at 0.5 m cells) the cap is the viscosity; docs/wind_solver.md says how muc
 matters."""
 
 
+class PendingStep:
+    """A wind step begun (WindSolver.begin_step) and not yet finished: the new wind's
+    buffers, the pressure solve under way (or its result), the inflow and time step."""
+
+    __slots__ = ("time", "dt", "inflow", "new", "solve", "result")
+
+    def __init__(self, time, dt, inflow, new):
+        self.time, self.dt, self.inflow, self.new = time, dt, inflow, new
+        self.solve = None    # the CG solve's state (WindSolver._solve_begin), "mgpcg"
+        self.result = None   # (iterations, relative residual, converged) once known
+
+
 class WindStepInfo:
     """What one wind step did. The iteration count and the residual are host values; the
     two divergence maxima stay on the device until first read (reading them waits for the
@@ -333,6 +345,10 @@ class WindSolver:
         """The eddy viscosity's mixing length per metre of height (kappa * wind_mixing)."""
         self.eddy_viscosity = xp.zeros(shape, F32) if self.mixing > 0 else None
         """nu (m^2/s) of each cell at the latest step (None with wind_mixing = 0)."""
+        # with mixing, a third velocity buffer: begin_step(keep_current=True) builds the
+        # mixed wind there while the current one is still read
+        self._third = ((xp.zeros(u_shape, F32), xp.zeros(v_shape, F32), xp.zeros(w_shape, F32))
+                       if self.mixing > 0 else None)
         self.pressure = xp.zeros(shape, F32)
         # the pressure of the step before: the warm start extrapolates 2 p_n - p_(n-1)
         self.pressure_previous = xp.zeros(shape, F32)
@@ -364,6 +380,8 @@ class WindSolver:
             spacing = tuple(s * f for s, f in zip(spacing, factors))
         self._coefficients_for = None  # outflow sides the coefficients were built for
         self._scalars = xp.zeros(self._pressure.SCALAR_SLOTS, np.float64)  # CG dot products
+        # the host copy they are read into (page-locked on the GPU: read without a stall)
+        self._scalars_host = backend.host_buffer(self._pressure.SCALAR_SLOTS, np.float64)
         self._graphs = {}  # recorded launch sequences of the solve (see _replay)
         # CG iterations of the latest solves of each kind: the fewest is how many the next
         # one queues before its first read of the scalars (_solve_mgpcg)
@@ -393,7 +411,10 @@ class WindSolver:
         # pressure, previous pressure, rhs, divergence, 4 CG vectors; solid and open blocks
         # plus the CG scalars (float64); the highest surface and block top per column
         buffers = 4 if settings.advection == "maccormack" else 3
-        mixing = 4 * cells if float(settings.wind_mixing) > 0 else 0  # the eddy viscosity
+        mixing = 0
+        if float(settings.wind_mixing) > 0:  # the eddy viscosity and a third velocity buffer
+            mixing = 4 * cells
+            buffers += 1
         return (total + 4 * buffers * faces + 4 * 8 * cells + 2 * cells + 8 * SCALAR_SLOTS
                 + 8 * grid.nx * grid.ny + mixing)
 
@@ -507,69 +528,98 @@ class WindSolver:
     # --- stepping ----------------------------------------------------------------------
     def step(self, time: float, dt: float) -> WindStepInfo:
         """Advance the wind by ``dt`` s at simulated ``time`` s."""
+        return self.finish_step(self.begin_step(time, dt))
+
+    def begin_step(self, time: float, dt: float, keep_current: bool = False) -> "PendingStep":
+        """The first part of ``step``: advect, mix, the porous fences' drag, the pressure
+        system's right-hand side, and the pressure solve queued (its first read of the CG
+        scalars under way, not waited for). ``finish_step`` completes it. With
+        ``keep_current`` the wind (``u``, ``v``, ``w``) stays as it is until then, so other
+        work queued meanwhile (the flakes of the steps before) still reads it: the new wind
+        is built in the spare buffers. Nothing else may change the wind, the obstacles or
+        the pressure before ``finish_step``."""
         if not (math.isfinite(dt) and dt > 0):
             raise SnowInputError("time_step", f"must be a positive number of seconds, got {dt!r}",
                                  "1/24")
-        xp = self.xp
         h = float(self.grid.cell_size)
         vx, vy = self.inflow(time)
         sides = self._last_sides = inflow_sides(self.settings, time)
-        un, vn, wn = self._next
+        current = (self.u, self.v, self.w)
+        advected = self._next
         if self._advected is None:
-            self._wind.advect_velocity(self.u, self.v, self.w, self.fractions, vx, vy, sides, h, dt,
-                                       un, vn, wn, blocks=self._open_blocks)
+            self._wind.advect_velocity(*current, self.fractions, vx, vy, sides, h, dt,
+                                       *advected, blocks=self._open_blocks)
         else:
-            self._wind.advect_velocity(self.u, self.v, self.w, self.fractions, vx, vy, sides, h, dt,
+            self._wind.advect_velocity(*current, self.fractions, vx, vy, sides, h, dt,
                                        *self._advected, blocks=self._open_blocks)
-            self._wind.correct_advection(self.u, self.v, self.w, self.fractions, vx, vy, sides, h,
-                                         dt, *self._advected, un, vn, wn,
-                                         blocks=self._open_blocks)
-        self._next = (self.u, self.v, self.w)
-        self.u, self.v, self.w = un, vn, wn
+            self._wind.correct_advection(*current, self.fractions, vx, vy, sides, h, dt,
+                                         *self._advected, *advected, blocks=self._open_blocks)
+        new = advected
         if self.eddy_viscosity is not None:
-            self._mix(dt)
+            # nu = l^2 |S| of the advected wind (l = mixing * the height above the column's
+            # surface, at most MIXING_HEIGHT; nu at most MIXING_STABILITY h^2 / dt), then one
+            # explicit diffusion step into the buffer the current wind held (or the third
+            # one while the current wind must stay)
+            g = self.grid
+            self._wind.eddy_viscosity(*advected, self.solid, self._column_top, float(g.z0), h,
+                                      self.mixing, MIXING_HEIGHT,
+                                      MIXING_STABILITY * h * h / dt, self.eddy_viscosity)
+            new = self._third if keep_current else current
+            self._wind.diffuse_velocity(*advected, self.fractions, self.eddy_viscosity,
+                                        dt / (h * h), *new)
         if self.fence_resistance is not None:
             g = self.grid
-            self._wind.porous_drag(self.u, self.v, self.w, self.solid, self.fence_bottom,
-                                   self.fence_top, self.fence_resistance, float(g.z0), h, dt)
+            self._wind.porous_drag(*new, self.solid, self.fence_bottom, self.fence_top,
+                                   self.fence_resistance, float(g.z0), h, dt)
         self._ensure_coefficients(sides)
 
         # A p = -(h^2 / dt) div u  makes  u -= (dt / h) * grad_h p  divergence free
         kp = self._pressure
-        self._wind.divergence(self.u, self.v, self.w, self.fractions, -h / dt, self._rhs)
+        self._wind.divergence(*new, self.fractions, -h / dt, self._rhs)
         kp.max_abs(self._rhs, self._scalars, kp.DIVERGENCE_BEFORE)
+        pending = PendingStep(time, float(dt), (vx, vy), new)
         if self.settings.pressure_solver == "sor5":
-            iterations, relative, converged = self._solve_sor5()
+            pending.result = self._solve_sor5()
         else:
             if EXTRAPOLATE_PRESSURE and not inflow_turned(self.settings, time, dt):
                 kp.extrapolate(self.pressure, self.pressure_previous)
             else:
                 self.pressure_previous[...] = self.pressure
-            iterations, relative, converged = self._solve_mgpcg()
-            self._step_rhs = (self._rhs_norm2, float(dt))
+            pending.solve = self._solve_begin("step")
+        return pending
+
+    def poll_step(self, pending: "PendingStep") -> None:
+        """Wait for the pending solve's latest read of the CG scalars and, when the solve
+        is not done, queue its next iteration (and read again). Called between the steps
+        before the solve's own (Simulation.step): the work queued after the read (the
+        flakes and snow of the step before) keeps the device busy meanwhile, and the
+        iteration runs ahead of the next step's flakes instead of after all of them."""
+        if pending.solve is not None:
+            self._solve_poll(pending.solve, wait=True)
+
+    def finish_step(self, pending: "PendingStep") -> WindStepInfo:
+        """The rest of ``step``: the pressure solve to its end, the projection of the new
+        wind, which then becomes ``u``, ``v``, ``w``; the divergence diagnostics."""
+        kp = self._pressure
+        h, dt = float(self.grid.cell_size), pending.dt
+        if pending.solve is not None:
+            pending.result = self._solve_end(pending.solve)
+            self._step_rhs = (self._rhs_norm2, dt)
+        iterations, relative, converged = pending.result
+        new = pending.new
+        buffers = [(self.u, self.v, self.w), self._next] + ([self._third] if self._third else [])
+        spare = [b for b in buffers if b[0] is not new[0]]
+        self.u, self.v, self.w = new
+        self._next = spare[0]
+        if self._third is not None:
+            self._third = spare[1]
         cx, cy, cz = self.levels[0].coef
         self._wind.project(self.u, self.v, self.w, self.pressure, cx, cy, cz, dt / h)
         self._wind.divergence(self.u, self.v, self.w, self.fractions, 1.0 / h, self._divergence)
         kp.max_abs(self._divergence, self._scalars, kp.DIVERGENCE_AFTER)
         maxima = self._scalars[kp.DIVERGENCE_BEFORE:kp.DIVERGENCE_AFTER + 1].copy()
-        return WindStepInfo(iterations, relative, converged, (vx, vy), maxima,
+        return WindStepInfo(iterations, relative, converged, pending.inflow, maxima,
                             self.backend.to_host, before_scale=dt / (h * h))
-
-    def _mix(self, dt: float) -> None:
-        """The eddy viscosity's diffusion over ``dt`` s, between advection and projection:
-        nu = l^2 |S| of the advected wind (l = mixing * the height above the column's
-        surface, at most MIXING_HEIGHT; nu at most MIXING_STABILITY h^2 / dt), then one
-        explicit step into the spare buffers, which become the wind."""
-        g = self.grid
-        h = float(g.cell_size)
-        self._wind.eddy_viscosity(self.u, self.v, self.w, self.solid, self._column_top,
-                                  float(g.z0), h, self.mixing, MIXING_HEIGHT,
-                                  MIXING_STABILITY * h * h / dt, self.eddy_viscosity)
-        un, vn, wn = self._next
-        self._wind.diffuse_velocity(self.u, self.v, self.w, self.fractions, self.eddy_viscosity,
-                                    dt / (h * h), un, vn, wn)
-        self._next = (self.u, self.v, self.w)
-        self.u, self.v, self.w = un, vn, wn
 
     def _ensure_coefficients(self, sides: int) -> None:
         """(Re)build the face coefficients of every level when the obstacles or the inflow
@@ -675,35 +725,65 @@ class WindSolver:
         the other backends read after each. Returns (iterations, relative residual,
         converged). With ``floor_norm2`` > b.b the residual is relative to that instead
         (and so is the relative residual returned)."""
+        return self._solve_end(self._solve_begin(kind, floor_norm2))
+
+    def _solve_begin(self, kind: str, floor_norm2: float = 0.0) -> dict:
+        """Start a solve and queue its first iterations and read (see _solve_mgpcg)."""
         kp = self._pressure
         tolerance = float(self.settings.pressure_tolerance)
         limit = int(self.settings.pressure_max_iterations)
-        solved = self._solved[kind]
         self._replay("start", self._cg_start)
         if floor_norm2 > 0.0:
             bb = self._scalars[kp.BB:kp.BB + 1]
             bb[...] = self.xp.maximum(bb, floor_norm2)
+        solve = {"kind": kind, "tolerance": tolerance, "limit": limit, "queued": 0,
+                 "host": None, "read": None}
+        history = self._solved[kind]
+        ahead = max(1, min(min(history, default=1), limit)) if kp.READ_AHEAD else 1
+        self._solve_queue(solve, ahead)
+        return solve
+
+    def _solve_queue(self, solve: dict, count: int) -> None:
+        """Queue ``count`` more CG iterations of ``solve`` and a read of the scalars."""
+        tolerance, limit = solve["tolerance"], solve["limit"]
         advance = ("advance", tolerance, limit)
-        queued = 0
-        ahead = max(1, min(min(solved, default=1), limit)) if kp.READ_AHEAD else 1
-        while True:
-            for _ in range(ahead):
-                if queued:
-                    self._replay("direction", self._cg_direction)
-                self._replay(advance, lambda: self._cg_advance(tolerance, limit))
-                queued += 1
-            host = self.backend.to_host(self._scalars)
-            if host[kp.DONE] != 0 or queued >= limit:
-                break
-            ahead = 1
+        for _ in range(count):
+            if solve["queued"]:
+                self._replay("direction", self._cg_direction)
+            self._replay(advance, lambda: self._cg_advance(tolerance, limit))
+            solve["queued"] += 1
+        solve["read"] = self.backend.read_async(self._scalars, self._scalars_host)
+
+    def _solve_poll(self, solve: dict, wait: bool) -> bool:
+        """True once ``solve`` is done. When its latest read has arrived (``wait``: after
+        waiting for it) and the solve is neither converged nor at its limit, queue the next
+        iteration and read."""
+        if solve["host"] is not None:
+            return True
+        read = solve["read"]
+        if not (wait or read.ready()):
+            return False
+        host = read.wait()
+        if host[self._pressure.DONE] != 0 or solve["queued"] >= solve["limit"]:
+            solve["host"] = np.array(host, copy=True)
+            return True
+        self._solve_queue(solve, 1)
+        return False
+
+    def _solve_end(self, solve: dict):
+        """Wait for ``solve`` to finish; (iterations, relative residual, converged)."""
+        kp = self._pressure
+        while not self._solve_poll(solve, wait=True):
+            pass
+        host = solve["host"]
         iterations = int(host[kp.ITERATIONS])
-        solved.append(max(iterations, 1))
+        self._solved[solve["kind"]].append(max(iterations, 1))
         self._rhs_norm2 = float(host[kp.BB])
         if float(host[kp.BB]) == 0.0:  # no divergence: the pressure is 0
             self.pressure.fill(0)
             return 0, 0.0, True
         relative = float(host[kp.RELATIVE])
-        return iterations, relative, relative <= tolerance
+        return iterations, relative, relative <= solve["tolerance"]
 
     def _solve_sor5(self):
         """The theses' five red-black SOR sweeps (no convergence check)."""

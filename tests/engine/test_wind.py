@@ -638,7 +638,8 @@ def test_estimate_bytes_covers_the_allocation(boundary):
     arrays = [solver.u, solver.v, solver.w, solver.pressure, solver.pressure_previous,
               solver.solid, solver._open_blocks, solver._rhs,
               solver._divergence, solver._r, solver._z, solver._d, solver._q, *solver._next,
-              *(solver._advected or ()), solver._scalars, solver._column_top,
+              *(solver._advected or ()), *(solver._third or ()), solver._scalars,
+              solver._column_top,
               *solver.fractions, solver._block_tops, solver.eddy_viscosity]
     for level in solver.levels:
         arrays += [*level.coef, level.residual]
