@@ -42,12 +42,6 @@ down to reattach. With 0.2 and SEPARATION_SLOPE it is H (1 - x / 12 H)(1 + 0.2 x
 over flat ground behind a bluff obstacle of height H (SEPARATION_EDGE): 1.2 H high 3.5 H
 downwind, closing at 12 H as before. Chosen on the validation scenes (docs/drift.md, "Why
 the climb"); 0 is the straight line of SEPARATION_SLOPE alone."""
-SEPARATION_EDGE = 1.25
-"""Rise per metre of the face below an obstacle's top (one wind cell of run) from which the
-streamline leaving that top climbs (SEPARATION_RISE): a bluff face, 51 degrees and
-steeper, the faces the horseshoe vortex wraps (1 / VORTEX_REACH). Air that flows up a
-smooth hill leaves its crest along the lee slope, without the upward kick of a sharp
-edge."""
 WAKE_SPREAD = 2.0
 """Half-width of the crosswind window, per metre downwind, over which an obstacle's
 height is averaged: a narrow obstacle's wake closes sooner because air flows in from its
@@ -77,6 +71,11 @@ horseshoe vortex speeds up the surface wind: the vortex sits about 0.5-1 H in fr
 wall-mounted cube (Martinuzzi and Tropea 1993); 0.8 was chosen among 0.6, 0.8 and 1.0 on
 the cube of docs/drift_validation.md (three seeds each). Only rises steeper than
 1 / VORTEX_REACH (51 degrees) count."""
+SEPARATION_EDGE = 1.0 / VORTEX_REACH
+"""Rise per metre of the face below an obstacle's top (one wind cell of run) from which the
+streamline leaving that top climbs (SEPARATION_RISE): a bluff face, 51 degrees and
+steeper (1.25), the faces the horseshoe vortex wraps. Air that flows up a smooth hill
+leaves its crest along the lee slope, without the upward kick of a sharp edge."""
 VORTEX_GAIN = 1.0
 """Extra surface wind at the obstacle's foot, as a share of the approach flow's (the
 larger of the resolved and the open fetch's; falling linearly to 0 at VORTEX_REACH):

@@ -61,10 +61,10 @@ class PendingStep:
     """A wind step begun (WindSolver.begin_step) and not yet finished: the new wind's
     buffers, the pressure solve under way (or its result), the inflow and time step."""
 
-    __slots__ = ("time", "dt", "inflow", "new", "solve", "result")
+    __slots__ = ("dt", "inflow", "new", "solve", "result")
 
-    def __init__(self, time, dt, inflow, new):
-        self.time, self.dt, self.inflow, self.new = time, dt, inflow, new
+    def __init__(self, dt, inflow, new):
+        self.dt, self.inflow, self.new = dt, inflow, new
         self.solve = None    # the CG solve's state (WindSolver._solve_begin), "mgpcg"
         self.result = None   # (iterations, relative residual, converged) once known
 
@@ -577,7 +577,7 @@ class WindSolver:
         kp = self._pressure
         self._wind.divergence(*new, self.fractions, -h / dt, self._rhs)
         kp.max_abs(self._rhs, self._scalars, kp.DIVERGENCE_BEFORE)
-        pending = PendingStep(time, float(dt), (vx, vy), new)
+        pending = PendingStep(float(dt), (vx, vy), new)
         if self.settings.pressure_solver == "sor5":
             pending.result = self._solve_sor5()
         else:
