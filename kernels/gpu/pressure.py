@@ -485,25 +485,34 @@ struct BlockLevel {
     float* sol; float* rhs; float* res;
     const float* cx; const float* cy; const float* cz;
     int nx, ny, nz, fx, fy, fz;
+    // reciprocals for the index arithmetic (exact_divide): of nx, ny and (nx + 1) / 2
+    unsigned mx, my, mhalf;
 };
 
-__device__ __forceinline__ float bget(const float* p, int k, int j, int i, int nx, int ny, int nz) {
-    if (k < 0 || k >= nz || j < 0 || j >= ny || i < 0 || i >= nx) return 0.0f;
-    return p[((k * ny) + j) * nx + i];
+// The phases are short loops over a level's cells on one SM, where a general integer
+// division (dozens of instructions) per index would be much of the work: w / d as a
+// multiply-high by m = ceil(2^32 / d), exact while w * (m * d - 2^32) < 2^32, which
+// holds for w, d < 2^16 (coarse_vcycle refuses bigger levels).
+__device__ __forceinline__ unsigned reciprocal_of(int d) {
+    return d == 1 ? 0u : 0xFFFFFFFFu / (unsigned)d + 1u;
+}
+__device__ __forceinline__ int exact_divide(int w, int d, unsigned m) {
+    return d == 1 ? w : (int)__umulhi((unsigned)w, m);
 }
 
-// diagonal and neighbour sum as diag_at / nbsum_at / stencil (same order of operations)
+// diagonal and neighbour sum as diag_at / nbsum_at / stencil (same order of operations;
+// a neighbour outside the level reads 0)
 __device__ __forceinline__ void block_stencil(const float* p, const BlockLevel& L, int k, int j, int i,
                                               float& d, float& nb) {
-    const int nx = L.nx, ny = L.ny, nz = L.nz;
+    const int nx = L.nx, ny = L.ny, nz = L.nz, plane = nx * ny;
     const int t = (k * ny + j) * nx + i;
     const float cw = L.cx[t + k * ny + j], ce = L.cx[t + k * ny + j + 1];
     const float cs = L.cy[t + k * nx], cn = L.cy[t + k * nx + nx];
-    const float cd = L.cz[t], cu = L.cz[t + nx * ny];
+    const float cd = L.cz[t], cu = L.cz[t + plane];
     d = ((cw + ce) + (cs + cn)) + (cd + cu);
-    const float pw = bget(p, k, j, i - 1, nx, ny, nz), pe = bget(p, k, j, i + 1, nx, ny, nz);
-    const float ps = bget(p, k, j - 1, i, nx, ny, nz), pn = bget(p, k, j + 1, i, nx, ny, nz);
-    const float pd = bget(p, k - 1, j, i, nx, ny, nz), pu = bget(p, k + 1, j, i, nx, ny, nz);
+    const float pw = i > 0 ? p[t - 1] : 0.0f, pe = i + 1 < nx ? p[t + 1] : 0.0f;
+    const float ps = j > 0 ? p[t - nx] : 0.0f, pn = j + 1 < ny ? p[t + nx] : 0.0f;
+    const float pd = k > 0 ? p[t - plane] : 0.0f, pu = k + 1 < nz ? p[t + plane] : 0.0f;
     nb = ((cw * pw + ce * pe) + (cs * ps + cn * pn)) + (cd * pd + cu * pu);
 }
 
@@ -523,24 +532,20 @@ __device__ __forceinline__ Team make_team(bool warp) {
     return tm;
 }
 
-__device__ void block_zero(const Team& tm, float* p, int n) {
-    for (int t = tm.first; t < n; t += tm.stride) p[t] = 0.0f;
-    tm.sync();
-}
-
-// colours first, 1 - first, first, ... (2 * pairs half-sweeps); one thread per cell of
-// the colour, as redblack_sweep
-__device__ void block_redblack_pairs(const Team& tm, const BlockLevel& L, float om, int first, int pairs) {
+// colours first, 1 - first, first, ... (2 * pairs half-sweeps, from half-sweep `from` on);
+// one thread per cell of the colour, as redblack_sweep
+__device__ void block_redblack_pairs(const Team& tm, const BlockLevel& L, float om, int first, int pairs,
+                                     int from = 0) {
     const int nx = L.nx, ny = L.ny, nz = L.nz;
     const int half = (nx + 1) / 2;
     const int count = nz * ny * half;
     float* p = L.sol;
     const float* b = L.rhs;
-    for (int s = 0; s < 2 * pairs; ++s) {
+    for (int s = from; s < 2 * pairs; ++s) {
         const int color = (first + s) & 1;
         for (int w = tm.first; w < count; w += tm.stride) {
-            const int ih = w % half; const int r = w / half;
-            const int j = r % ny; const int k = r / ny;
+            const int r = exact_divide(w, half, L.mhalf); const int ih = w - r * half;
+            const int k = exact_divide(r, ny, L.my); const int j = r - k * ny;
             const int i = 2 * ih + ((k + j + color) & 1);
             if (i >= nx) continue;
             const int t = (k * ny + j) * nx + i;
@@ -557,11 +562,36 @@ __device__ void block_redblack_pairs(const Team& tm, const BlockLevel& L, float 
     }
 }
 
+// sol = 0, then block_redblack_pairs from that zero guess: the zeroing and the first
+// half-sweep in one phase, as redblack_first_from_zero (same values)
+__device__ void block_redblack_pairs_from_zero(const Team& tm, const BlockLevel& L, float om, int first,
+                                               int pairs) {
+    const int nx = L.nx, ny = L.ny, nz = L.nz, n = nx * ny * nz;
+    for (int t = tm.first; t < n; t += tm.stride) {
+        const int r = exact_divide(t, nx, L.mx); const int i = t - r * nx;
+        const int k = exact_divide(r, ny, L.my); const int j = r - k * ny;
+        float out = 0.0f;
+        if (pairs > 0 && ((i + j + k) & 1) == first) {
+            const float cw = L.cx[t + k * ny + j], ce = L.cx[t + k * ny + j + 1];
+            const float cs = L.cy[t + k * nx], cn = L.cy[t + k * nx + nx];
+            const float cd = L.cz[t], cu = L.cz[t + nx * ny];
+            const float d = ((cw + ce) + (cs + cn)) + (cd + cu);
+            if (d > 0.0f) {
+                const float zero = 0.0f;
+                out = zero + om * ((L.rhs[t] + zero) / d - zero);
+            }
+        }
+        L.sol[t] = out;
+    }
+    tm.sync();
+    if (pairs > 0) block_redblack_pairs(tm, L, om, first, pairs, 1);
+}
+
 __device__ void block_residual(const Team& tm, const BlockLevel& L) {
     const int nx = L.nx, ny = L.ny, nz = L.nz, n = nx * ny * nz;
     for (int t = tm.first; t < n; t += tm.stride) {
-        const int i = t % nx; const int r = t / nx;
-        const int j = r % ny; const int k = r / ny;
+        const int r = exact_divide(t, nx, L.mx); const int i = t - r * nx;
+        const int k = exact_divide(r, ny, L.my); const int j = r - k * ny;
         float d, nb;
         block_stencil(L.sol, L, k, j, i, d, nb);
         L.res[t] = d > 0.0f ? L.rhs[t] - (d * L.sol[t] - nb) : 0.0f;
@@ -577,8 +607,8 @@ __device__ void block_restrict(const Team& tm, const BlockLevel& F, const BlockL
     const int loy = fy == 2 ? -1 : 0, hiy = fy == 2 ? 3 : 1;
     const int lox = fx == 2 ? -1 : 0, hix = fx == 2 ? 3 : 1;
     for (int t = tm.first; t < n; t += tm.stride) {
-        const int I = t % ncx; const int r = t / ncx;
-        const int J = r % ncy; const int K = r / ncy;
+        const int r = exact_divide(t, ncx, C.mx); const int I = t - r * ncx;
+        const int K = exact_divide(r, ncy, C.my); const int J = r - K * ncy;
         float acc = 0.0f;
         for (int dk = loz; dk < hiz; ++dk) {
             int k = fz * K + dk;
@@ -607,8 +637,8 @@ __device__ void block_prolong_add(const Team& tm, const BlockLevel& F, const Blo
     const int nx = F.nx, ny = F.ny, nz = F.nz, n = nx * ny * nz;
     const int ncx = C.nx, ncy = C.ny, ncz = C.nz;
     for (int t = tm.first; t < n; t += tm.stride) {
-        const int i = t % nx; const int r = t / nx;
-        const int j = r % ny; const int k = r / ny;
+        const int r = exact_divide(t, nx, F.mx); const int i = t - r * nx;
+        const int k = exact_divide(r, ny, F.my); const int j = r - k * ny;
         const float cw = F.cx[t + k * ny + j], ce = F.cx[t + k * ny + j + 1];
         const float cs = F.cy[t + k * nx], cn = F.cy[t + k * nx + nx];
         const float cd = F.cz[t], cu = F.cz[t + nx * ny];
@@ -646,6 +676,7 @@ coarse_vcycle_block(const long long* __restrict__ table, int levels, float om,
         v.cx = (const float*)e[LV_CX]; v.cy = (const float*)e[LV_CY]; v.cz = (const float*)e[LV_CZ];
         v.nx = (int)e[LV_NX]; v.ny = (int)e[LV_NY]; v.nz = (int)e[LV_NZ];
         v.fx = (int)e[LV_FX]; v.fy = (int)e[LV_FY]; v.fz = (int)e[LV_FZ];
+        v.mx = reciprocal_of(v.nx); v.my = reciprocal_of(v.ny); v.mhalf = reciprocal_of((v.nx + 1) / 2);
         G[threadIdx.x] = v;
         if (staged) {
             v.sol = shared_levels + e[LV_SSOL]; v.rhs = shared_levels + e[LV_SRHS];
@@ -677,15 +708,13 @@ coarse_vcycle_block(const long long* __restrict__ table, int levels, float om,
     auto tiny = [&](int l) { return L[l].nx * L[l].ny * L[l].nz <= warp_cells; };
     for (int l = 0; l < last; ++l) {
         const Team tm = team(tiny(l));
-        block_zero(tm, L[l].sol, L[l].nx * L[l].ny * L[l].nz);
-        block_redblack_pairs(tm, L[l], om, 0, smoothing_pairs);
+        block_redblack_pairs_from_zero(tm, L[l], om, 0, smoothing_pairs);
         block_residual(tm, L[l]);
         block_restrict(team(tiny(l) && tiny(l + 1)), L[l], L[l + 1]);
     }
     {
         const Team tm = team(tiny(last));
-        block_zero(tm, L[last].sol, L[last].nx * L[last].ny * L[last].nz);
-        block_redblack_pairs(tm, L[last], om, 0, coarsest_pairs);
+        block_redblack_pairs_from_zero(tm, L[last], om, 0, coarsest_pairs);
         block_redblack_pairs(tm, L[last], om, 1, coarsest_pairs);
     }
     for (int l = last - 1; l >= 0; --l) {
@@ -1123,6 +1152,8 @@ def redblack_pairs_from_zero(p, b, coef_x, coef_y, coef_z, omega, first_color, p
 #: Inside coarse_vcycle, levels with at most this many cells are worked on by one warp
 #: (__syncwarp between phases instead of __syncthreads over 32 warps).
 WARP_LEVEL_CELLS = 64
+#: Threads of coarse_vcycle's block (at most 1024).
+COARSE_VCYCLE_THREADS = 1024
 _MAX_LEVELS = 24
 _tables = {}
 _shared_set = set()
@@ -1137,7 +1168,7 @@ def _shared_limit():
 
 def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, coarsest_pairs):
     """The coarse end of a V-cycle (see the reference: the same sequence of operations) in
-    ONE launch of one block of 1024 threads, on copies in shared memory when all levels
+    ONE launch of one block of COARSE_VCYCLE_THREADS threads, on copies in shared memory when all
     fit. Coarse levels only: float32 coefficients. The level table (device pointers, sizes,
     shared-memory offsets) is built once per set of arrays, so the launch can be recorded
     in a CUDA graph after a first plain call."""
@@ -1154,6 +1185,9 @@ def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, co
         for s, b, r, cs, f in zip(solutions, rhs, residuals, coefs, factors):
             if any(c.dtype != np.float32 for c in cs):
                 raise ValueError("coarse_vcycle needs float32 coefficients (coarse levels)")
+            if s.size >= 1 << 16:
+                raise ValueError(f"coarse_vcycle takes levels of fewer than 65536 cells "
+                                 f"(coarse levels), got {s.shape}")
             nz, ny, nx = s.shape
             fz, fy, fx = f
             sizes = [s.size, s.size, s.size, *(c.size for c in cs)]
@@ -1170,7 +1204,7 @@ def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, co
     table, shared_bytes = entry
     kernel = _kernel("coarse_vcycle_block")
     device = cupy.cuda.Device().id
-    if shared_bytes > 48 * 1024 and device not in _shared_set:
+    if shared_bytes > 48 * 1024 and (device, id(kernel)) not in _shared_set:
         # opt in to the whole per-block shared memory once (an attribute of the function)
         limit = _shared_limit()
         if hasattr(kernel, "max_dynamic_shared_size_bytes"):
@@ -1178,9 +1212,10 @@ def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, co
         else:
             from cupy.cuda import driver
             driver.funcSetAttribute(kernel.ptr, 8, limit)  # MAX_DYNAMIC_SHARED_SIZE_BYTES
-        _shared_set.add(device)
-    kernel((1,), (1024,), (table, _i(levels), _f(1.0), _i(smoothing_pairs), _i(coarsest_pairs),
-                           _i(1 if shared_bytes else 0), _i(WARP_LEVEL_CELLS)),
+        _shared_set.add((device, id(kernel)))
+    kernel((1,), (COARSE_VCYCLE_THREADS,),
+           (table, _i(levels), _f(1.0), _i(smoothing_pairs), _i(coarsest_pairs),
+            _i(1 if shared_bytes else 0), _i(WARP_LEVEL_CELLS)),
            shared_mem=shared_bytes)
 
 

@@ -382,13 +382,17 @@ def _kernel_sequence(kp, st, start, smoothing, coarsest):
 # odd sizes, one axis that stops coarsening early, a level above the one-block smoother's
 # size (the fused kernel must do what the multi-launch sweeps do there too)
 # warp_cells: levels worked on by one warp (none, the tiny ones, all of them)
+# threads: the block's size (the default, and 3 warps: nothing assumes a power of two)
+@pytest.mark.parametrize("threads", [1024, 96])
 @pytest.mark.parametrize("warp_cells", [0, 64, 10 ** 6])
 @pytest.mark.parametrize("staged", [True, False])  # levels copied to shared memory or not
 @pytest.mark.parametrize("shape", [(5, 7, 9), (3, 37, 70), (9, 21, 30), (24, 40, 38)])
-def test_cuda_coarse_vcycle_is_the_kernel_sequence(kernels, shape, staged, warp_cells, monkeypatch):
+def test_cuda_coarse_vcycle_is_the_kernel_sequence(kernels, shape, staged, warp_cells, threads,
+                                                   monkeypatch):
     _gw, gp, xp = kernels
     monkeypatch.setattr(gp, "_tables", {})
     monkeypatch.setattr(gp, "WARP_LEVEL_CELLS", warp_cells)
+    monkeypatch.setattr(gp, "COARSE_VCYCLE_THREADS", threads)
     if not staged:
         monkeypatch.setattr(gp, "_shared_limit", lambda: 0)
     rng = np.random.default_rng(25)
@@ -414,6 +418,19 @@ def test_cuda_coarse_vcycle_is_the_kernel_sequence(kernels, shape, staged, warp_
     gp.coarse_vcycle(fused["sol"][pick], fused["rhs"][pick], fused["res"][pick], fused["coef"][pick],
                      fused["factors"][pick], smoothing, coarsest)
     np.testing.assert_array_equal(xp.asnumpy(fused["sol"][start]), again)
+
+
+def test_cuda_coarse_vcycle_refuses_a_fine_level(kernels):
+    """Its index arithmetic is exact below 2^16 cells a level: a bigger one is refused
+    with a message, before anything runs."""
+    _gw, gp, xp = kernels
+    shape = (4, 128, 128)
+    arrays = [xp.zeros(shape, np.float32) for _ in range(3)]
+    coefs = (xp.ones((4, 128, 129), np.float32), xp.ones((4, 129, 128), np.float32),
+             xp.ones((5, 128, 128), np.float32))
+    with pytest.raises(ValueError, match="fewer than 65536 cells"):
+        gp.coarse_vcycle([arrays[0]], [arrays[1]], [arrays[2]], [coefs], [(1, 1, 1)], 3, 8)
+    assert float(xp.abs(arrays[0]).max()) == 0.0
 
 
 def _box(backend_name, **changes):
