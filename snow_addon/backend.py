@@ -254,16 +254,29 @@ class SystemProbe:
             return False
 
     def required_cuda_version(self) -> int | None:
-        """The CUDA version the installed CuPy build needs from the driver (its CUDA major
-        version: 12000 for cupy-cuda12x), None when not known (CuPy from source, conda)."""
+        """The CUDA version the CuPy build that would be imported needs from the driver (its
+        CUDA major version: 12000 for cupy-cuda12x), None when not known (CuPy from source
+        or conda: no cupy-cudaNNx build's files hold the cupy that imports)."""
         import importlib.metadata
+        import importlib.util
+        try:
+            spec = importlib.util.find_spec("cupy")
+        except (ImportError, ValueError):
+            spec = None
+        origin = os.path.realpath(spec.origin) if spec is not None and spec.origin else None
+        found = []
         for major in (13, 12, 11):
             try:
-                importlib.metadata.version(f"cupy-cuda{major}x")
+                dist = importlib.metadata.distribution(f"cupy-cuda{major}x")
             except importlib.metadata.PackageNotFoundError:
                 continue
-            return major * 1000
-        return None
+            # several builds can be installed (the GPU zip's beside one in a site-packages
+            # further down sys.path): the one whose files hold the cupy that imports counts
+            if origin is not None and os.path.realpath(
+                    str(dist.locate_file("cupy/__init__.py"))) == origin:
+                return major * 1000
+            found.append(major)
+        return found[0] * 1000 if origin is None and len(found) == 1 else None
 
     def load_cupy(self):
         preload_bundled_cuda()

@@ -184,3 +184,43 @@ def test_bundled_cuda_libraries_found_on_the_path(tmp_path):
         "/cuda_nvrtc/bin/nvrtc64_120_0.dll"]
     assert bundled_cuda_libraries([str(empty)], platform="linux") == []
     assert bundled_cuda_libraries([str(site)], platform="darwin") == []
+
+
+def _fake_cupy_build(site, major, version):
+    """A site folder holding a cupy package and the dist-info of cupy-cuda<major>x."""
+    _touch(site / "cupy" / "__init__.py")
+    info = site / f"cupy_cuda{major}x-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: cupy-cuda{major}x\n"
+                                   f"Version: {version}\n")
+
+
+def _on_path(monkeypatch, *sites):
+    import importlib
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.setattr(sys, "path", [str(site) for site in sites] + sys.path)
+    importlib.invalidate_caches()
+
+
+def test_the_required_cuda_is_that_of_the_cupy_that_imports(tmp_path, monkeypatch):
+    """The GPU zip's cupy-cuda12x sits in Blender's extension site-packages; a cupy-cuda13x
+    further down sys.path (a user's own install) must not make a driver for CUDA 12 look
+    too old (the GPU zip's check on an H100 reported CUDA 13 needed this way)."""
+    bundled, user = tmp_path / "bundled", tmp_path / "user"
+    _fake_cupy_build(bundled, 12, "13.6.0")
+    _fake_cupy_build(user, 13, "14.0.0")
+    _on_path(monkeypatch, bundled, user)
+    assert SystemProbe().required_cuda_version() == 12000
+    _on_path(monkeypatch, user, bundled)
+    assert SystemProbe().required_cuda_version() == 13000
+
+
+def test_the_required_cuda_is_unknown_when_no_build_holds_the_cupy_that_imports(tmp_path,
+                                                                            monkeypatch):
+    """CuPy from source (no cupy-cudaNNx metadata beside it) with a stray build's metadata
+    elsewhere: not known, so the driver is not judged by the stray build."""
+    source, stray = tmp_path / "source", tmp_path / "stray"
+    _touch(source / "cupy" / "__init__.py")
+    _fake_cupy_build(stray, 13, "14.0.0")
+    _on_path(monkeypatch, source, stray)
+    assert SystemProbe().required_cuda_version() is None
