@@ -1204,8 +1204,9 @@ def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, co
     table, shared_bytes = entry
     kernel = _kernel("coarse_vcycle_block")
     device = cupy.cuda.Device().id
-    if shared_bytes > 48 * 1024 and (device, id(kernel)) not in _shared_set:
-        # opt in to the whole per-block shared memory once (an attribute of the function)
+    if shared_bytes and (device, id(kernel)) not in _shared_set:
+        # opt in to the whole per-block shared memory once (an attribute of the function):
+        # the kernel's static shared memory counts against the 48 KB default too
         limit = _shared_limit()
         if hasattr(kernel, "max_dynamic_shared_size_bytes"):
             kernel.max_dynamic_shared_size_bytes = limit
