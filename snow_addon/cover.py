@@ -13,7 +13,7 @@ import numpy as np
 from ..kernels.reference.cover import WEIGHT_UNITS
 from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError
-from .grid import OPEN_HEIGHT, HeightmapGrid, WindGrid, edge_weights
+from .grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
 from .terrain import fill_open_heights
 
 #: Device bytes per heightmap node: height, snow depth and its redistribution twin, deposit
@@ -44,8 +44,7 @@ def volume_per_hit(settings, heightmap: HeightmapGrid, height, has_surface, grid
 
     Flakes spawn uniformly over the wind domain's XY area A at mean height top - h/2 and
     fall at Vt, so the hits per second landing on node n are N E[Vt] a_n / (A f_n), with
-    a_n the domain area nearest to n and f_n its fall height, each counted w_n times
-    (grid.edge_weights: 2 at an edge node, 4 at a corner). Setting the deposited volume
+    a_n the domain area nearest to n and f_n its fall height. Setting the deposited volume
     per second equal to snowfall_rate/3600 * (surface nodes * node area) gives the value.
     """
     if settings.snowfall_rate == 0.0:
@@ -54,13 +53,7 @@ def volume_per_hit(settings, heightmap: HeightmapGrid, height, has_surface, grid
     heights = np.asarray(height, np.float64)[surface]
     spawn_height = grid.top - 0.5 * grid.cell_size
     fall = np.maximum(spawn_height - heights, 0.5 * grid.cell_size)
-    x_first, x_last, y_first, y_last = edge_weights(grid, heightmap)
-    weights = np.ones(heightmap.shape)
-    weights[:, 0] *= x_first
-    weights[:, -1] *= x_last
-    weights[0, :] *= y_first
-    weights[-1, :] *= y_last
-    areas = (nearest_node_areas(heightmap, grid) * weights)[surface]
+    areas = nearest_node_areas(heightmap, grid)[surface]
     lx, ly, _lz = grid.size
     vt_mean = 0.5 * sum(settings.terminal_speed_range)
     hits_per_second = settings.flake_count * vt_mean * float(np.sum(areas / fall)) / (lx * ly)

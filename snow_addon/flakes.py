@@ -8,7 +8,7 @@ import numpy as np
 
 from ..kernels.reference.flakes import COUNT_BITS
 from .errors import SnowInputError, SnowMemoryError
-from .grid import HeightmapGrid, WindGrid, edge_weights
+from .grid import HeightmapGrid, WindGrid
 
 #: Per-flake state arrays (all 4 bytes per element), in the order the kernels take them.
 STATE_NAMES = ("pos_x", "pos_y", "pos_z", "vel_x", "vel_y", "vel_z", "phase", "respawn_count")
@@ -46,7 +46,6 @@ class FlakeSystem:
         self.respawn_count = xp.zeros(self.count, dtype=xp.uint32)
         self.flake_id = xp.arange(self.count, dtype=xp.uint32)
         self.in_id_order = True
-        self.edge_weights = edge_weights(grid, heightmap)
         self.steps_since_sort = self.sort_interval  # sort before the next step, as initialize
         if self.sort_interval > 0:
             self.sort_keys = xp.zeros(self.count, dtype=xp.uint32)
@@ -87,8 +86,7 @@ class FlakeSystem:
 
     def step(self, wind, height, snow_depth, hit_counts, time, dt, lift=None) -> None:
         """Advance every flake by ``dt`` seconds; ground hits add 1 to int32 ``hit_counts``
-        (heightmap shape) at the nearest node (2 at an edge node, 4 at a corner:
-        ``edge_weights``). ``time`` is unused (the flakes do not depend
+        (heightmap shape) at the nearest node. ``time`` is unused (the flakes do not depend
         on it); it is part of the common step signature. ``lift``: keyword arguments for
         blowing snow (SnowDrift.lift_arguments), or None for none."""
         if self.sort_interval > 0 and self.steps_since_sort >= self.sort_interval:
@@ -98,7 +96,7 @@ class FlakeSystem:
                                  int(self.settings.seed), self.vt_min, self.vt_max,
                                  np.float32(self.settings.spiral_radius),
                                  np.float32(self.settings.gravity), np.float32(dt),
-                                 edge_weights=self.edge_weights, **(lift or {}))
+                                 **(lift or {}))
         self.steps_since_sort += 1
 
     def sort_by_cell(self) -> None:

@@ -103,22 +103,3 @@ class WindGrid:
         z0 = z_min - h
         nz = max(4, int(math.ceil((z_max + sky - z0) / h - 1e-6)))
         return cls(heightmap.x0, heightmap.y0, z0, float(h), nx, ny, nz)
-
-
-def edge_weights(grid: WindGrid, heightmap: HeightmapGrid) -> tuple[int, int, int, int]:
-    """What a landing on an edge node of the heightmap counts for (x first, x last, y first,
-    y last; a corner takes both axes'). A landing counts at its nearest node, and the flakes
-    live in the wind grid, which starts at the first node: the first node catches the
-    flakes of only the inner half of its cell, and so does the last one where the wind grid
-    ends there. Counted twice, they get a whole cell's snow, as every other node does (the
-    deposit mirrors its footprint at the edges: kernels.reference.cover.deposit_hits; the
-    snowfall's calibration counts them so: cover.volume_per_hit). The
-    last node of an axis along which the wind grid reaches on past it (its whole cells
-    overhang the terrain) counts once when that catches about a whole cell."""
-    def last(extent: float, length: float, spacing: float) -> int:
-        catchment = 0.5 * spacing + (length - extent)
-        return 2 if catchment < 0.75 * spacing else 1
-
-    (extent_x, extent_y), (length_x, length_y, _z) = heightmap.extent, grid.size
-    return (2, last(extent_x, length_x, heightmap.spacing), 2,
-            last(extent_y, length_y, heightmap.spacing))

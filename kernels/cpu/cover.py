@@ -7,19 +7,8 @@ from ..reference.cover import (FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS,  # no
                                landing_units)
 
 
-@numba.njit(inline="always", cache=True)
-def _mirror(index, count):
-    """An index beyond the edge mirrored back in about the edge half a spacing out."""
-    if index < 0:
-        return -1 - index
-    if index >= count:
-        return 2 * count - 1 - index
-    return index
-
-
 @numba.njit(parallel=True, cache=True)
 def _deposit(hit_counts, scale, has_surface, snow_depth, footprint, factor):
-    # the reference's mirrored sources (kernels.reference.cover.deposit_hits)
     ny, nx = hit_counts.shape
     for j in numba.prange(ny):
         for i in range(nx):
@@ -27,11 +16,14 @@ def _deposit(hit_counts, scale, has_surface, snow_depth, footprint, factor):
                 continue
             added = np.float32(0.0)
             for dj in range(5):
-                sj = _mirror(j + 2 - dj, ny)
+                sj = j + 2 - dj
                 for di in range(5):
-                    si = _mirror(i + 2 - di, nx)
-                    source = np.float32(np.float32(np.float32(hit_counts[sj, si])
-                                                   * scale[sj, si]) * factor)
+                    si = i + 2 - di
+                    if 0 <= sj < ny and 0 <= si < nx:
+                        source = np.float32(np.float32(np.float32(hit_counts[sj, si])
+                                                       * scale[sj, si]) * factor)
+                    else:
+                        source = np.float32(0.0)
                     added = np.float32(added + np.float32(source * footprint[dj, di]))
             snow_depth[j, i] = np.float32(snow_depth[j, i] + added)
 

@@ -159,10 +159,9 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                 bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None, eddy_floor=0.0, edge_weights=(1, 1, 1, 1)):
+                grain_speed=0.0, grain_count=None, eddy_floor=0.0):
     """See kernels.reference.flakes.step_flakes. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
-    wx_first, wx_last, wy_first, wy_last = (int(weight) for weight in edge_weights)
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
     reentry = surface_x is not None
     if surface_x is None:
@@ -179,7 +178,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                  np.uint32(step_index), shelter, bubble_top, np.float32(eddy_scale),
                  np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                  np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count,
-                 reentry, np.float32(eddy_floor), wx_first, wx_last, wy_first, wy_last)
+                 reentry, np.float32(eddy_floor))
 
 
 @numba.njit(parallel=True, cache=True)
@@ -188,8 +187,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                  hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
                  surface_x, surface_y, ustar_per_speed, threshold, heading_x, heading_y,
                  lift_strength, step_index, shelter, bubble_top, eddy_scale, mixing_height,
-                 eddy_steps, grain_speed, grain_count, reentry, eddy_floor, wx_first, wx_last,
-                 wy_first, wy_last):
+                 eddy_steps, grain_speed, grain_count, reentry, eddy_floor):
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = np.float32(cell_size)
@@ -206,7 +204,6 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
     along_x = abs(heading_x) >= abs(heading_y)       # the wind's axis: where a flake re-enters
     count = flake_id.size
     hit_nodes = np.empty(count, np.int64)
-    hit_weights = np.empty(count, np.int32)
     hits_in_chunk = np.zeros(chunks, np.int64)
     grains_in_chunk = np.zeros(chunks, np.int64)
     for c in numba.prange(chunks):
@@ -274,8 +271,6 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             ni = _nearest_node(x, hx, inv_spacing, hnx)
             nj = _nearest_node(y, hy, inv_spacing, hny)
             hit = z < ground and height[nj, ni] > OPEN_LIMIT
-            weight = (wx_first if ni == 0 else (wx_last if ni == hnx - 1 else 1)) * \
-                (wy_first if nj == 0 else (wy_last if nj == hny - 1 else 1))
             if hit and not (out_x or out_y):
                 surface = np.float32(height[nj, ni] + snow_depth[nj, ni])
                 if np.float32(surface - z) > np.float32(spacing):
@@ -298,7 +293,6 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                         respawn_count[n] = np.uint32(respawn_count[n] | BLOWING)
             if hit:
                 hit_nodes[begin + found] = nj * hnx + ni
-                hit_weights[begin + found] = weight
                 found += 1
             if hit or z < z0:
                 counter = np.uint32(np.uint32(respawn_count[n] & COUNT_BITS) + np.uint32(1))
@@ -320,7 +314,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
     for c in range(chunks):
         begin = c * count // chunks
         for m in range(hits_in_chunk[c]):
-            flat_hits[hit_nodes[begin + m]] += hit_weights[begin + m]
+            flat_hits[hit_nodes[begin + m]] += 1
 
 
 @numba.njit(parallel=True, cache=True)

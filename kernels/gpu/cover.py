@@ -33,12 +33,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK) count_hits(const int* __rest
     }
 }
 
-// an index beyond the edge mirrored back in about the edge half a spacing out (the
-// reference's mirrored sources)
-__device__ __forceinline__ int mirror(int index, int count) {
-    return index < 0 ? -1 - index : (index >= count ? 2 * count - 1 - index : index);
-}
-
 // Gather every hit's footprint into the surface nodes and zero next_hit_counts (the buffer
 // the flakes fill next step). With imposed, each hit weighs landing_units (kernels.reference
 // .cover) units: ledger = (units owed, hit_total at the last deposit) is read by every
@@ -78,12 +72,15 @@ extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __re
     float added = 0.0f;
     #pragma unroll
     for (int dj = 0; dj < 5; ++dj) {
-        int sj = mirror(j + 2 - dj, ny);
+        int sj = j + 2 - dj;
         #pragma unroll
         for (int di = 0; di < 5; ++di) {
-            int si = mirror(i + 2 - di, nx);
-            int s = sj * nx + si;
-            float source = ((float)__ldg(hit_counts + s) * __ldg(scale + s)) * factor;
+            int si = i + 2 - di;
+            float source = 0.0f;
+            if (sj >= 0 && sj < ny && si >= 0 && si < nx) {
+                int s = sj * nx + si;
+                source = ((float)__ldg(hit_counts + s) * __ldg(scale + s)) * factor;
+            }
             added = added + source * FOOTPRINT[dj * 5 + di];
         }
     }

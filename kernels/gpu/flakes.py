@@ -167,8 +167,7 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         float lift_strength, unsigned int step_index, int shelter,
         const float* __restrict__ bubble_top, float eddy_scale, float mixing_height,
         unsigned int eddy_steps, float grain_speed, int* __restrict__ grain_count,
-        int count_grains, int reentry, float eddy_floor, int wx_first, int wx_last,
-        int wy_first, int wy_last, int count) {
+        int count_grains, int reentry, float eddy_floor, int count) {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= count) return;
     unsigned int fid = __ldg(flake_id + n);
@@ -231,9 +230,6 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     int ni = nearest_node(x, hx0, inv_spacing, hnx);
     int nj = nearest_node(y, hy0, inv_spacing, hny);
     bool hit = z < ground && __ldg(height + (long long)nj * hnx + ni) > OPEN_LIMIT;
-    // an edge node's landings count for its cell's half outside the flakes' domain too
-    const int weight = (ni == 0 ? wx_first : (ni == hnx - 1 ? wx_last : 1))
-                     * (nj == 0 ? wy_first : (nj == hny - 1 ? wy_last : 1));
     if (hit && !(out_x || out_y)) {
         float surface = __ldg(height + (long long)nj * hnx + ni) + snow[(long long)nj * hnx + ni];
         if (surface - z > spacing) {
@@ -257,7 +253,7 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             if (grains) respawns = respawns | BLOWING;
         }
     }
-    if (hit) atomicAdd(hit_counts + (long long)nj * hnx + ni, weight);
+    if (hit) atomicAdd(hit_counts + (long long)nj * hnx + ni, 1);
     if (hit || z < wz0) {
         unsigned int counter = (respawns & COUNT_BITS) + 1u;
         float top = wz0 + (float)nz * h;
@@ -365,7 +361,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                 bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None, eddy_floor=0.0, edge_weights=(1, 1, 1, 1)):
+                grain_speed=0.0, grain_count=None, eddy_floor=0.0):
     """See kernels.reference.flakes.step_flakes (one fused kernel)."""
     reentry = surface_x is not None
     if surface_x is None:
@@ -386,7 +382,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                np.float32(grain_speed), hit_counts if grain_count is None else grain_count,
                np.int32(grain_count is not None and grain_speed > 0), np.int32(reentry),
-               np.float32(eddy_floor)) + tuple(np.int32(weight) for weight in edge_weights))
+               np.float32(eddy_floor)))
 
 
 def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):

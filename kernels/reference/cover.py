@@ -18,11 +18,11 @@ FOOTPRINT = np.array([
 
 def deposit_scale(has_surface, volume_per_hit, node_area):
     """Depth (m) per unit footprint weight that one hit at each node adds, float32 (ny, nx):
-    volume_per_hit / (node_area * sum of the footprint weights over the surface nodes they
-    land on, mirrored at the edges as in deposit_hits), so each hit adds exactly
-    ``volume_per_hit`` (m^3). 0 where no weight lands. Host, once."""
+    volume_per_hit / (node_area * sum of the footprint weights over in-grid surface nodes),
+    so each hit adds exactly ``volume_per_hit`` (m^3). 0 where no weight lands. Host, once."""
     ny, nx = has_surface.shape
-    padded = np.pad(has_surface.astype(np.float64), 2, mode="symmetric")
+    padded = np.zeros((ny + 4, nx + 4), np.float64)
+    padded[2:-2, 2:-2] = has_surface
     weight_sum = np.zeros((ny, nx), np.float64)
     for dj in range(5):
         for di in range(5):
@@ -72,24 +72,16 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
     (1/WEIGHT_UNITS of the volume ``scale`` was made for) and ``next_ledger`` receives the
     new pair (swapped buffers: every GPU thread reads the old one), and ``weighted_total``
     (int64 (1,)) gains hits times units. Without, each hit weighs WEIGHT_UNITS (a plain
-    deposit, no books beyond ``hit_total``).
-
-    Every node stands for a whole cell. A footprint weight that falls outside the grid is
-    mirrored back in about the grid's edge half a spacing beyond the edge node (-1 -> 0,
-    -2 -> 1, n -> n - 1, n + 1 -> n - 2: numpy.pad's "symmetric" mode), so a hit keeps all
-    its snow, and evenly spread hits (an edge node's counted twice for the half of its
-    cell outside the flakes' domain: grid.edge_weights) give an even depth up to the
-    edge."""
+    deposit, no books beyond ``hit_total``)."""
     check_books(weighted_total, ledger, next_ledger)
     hits = int(hit_counts.sum(dtype=np.int64))
     hit_total[0] += hits
     units, landings, owed = deposit_weight(hit_total, hits, ledger, nominal_units)
     factor = np.float32(np.float32(units) / np.float32(WEIGHT_UNITS))
     ny, nx = hit_counts.shape
-    # gathering from mirrored sources is scattering each hit with what falls outside
-    # folded back in (the footprint is symmetric)
-    source = np.pad(((hit_counts.astype(np.float32) * scale).astype(np.float32)
-                     * factor).astype(np.float32), 2, mode="symmetric")
+    source = np.zeros((ny + 4, nx + 4), np.float32)
+    source[2:-2, 2:-2] = ((hit_counts.astype(np.float32) * scale).astype(np.float32)
+                          * factor).astype(np.float32)
     added = np.zeros((ny, nx), np.float32)
     for dj in range(5):           # fixed order: the sum is the same on every backend
         for di in range(5):

@@ -96,17 +96,6 @@ def _nearest_node(coordinate, origin, inv_spacing, count):
                    count - 1).astype(np.int64)
 
 
-def edge_weight(index, count, weights):
-    """Hits one landing counts for at heightmap node ``index`` along one axis of ``count``
-    nodes: ``weights`` (first node, last node) at the two edge nodes, 1 inside (int64).
-    An edge node catches the flakes of only the half of its cell that lies inside the
-    flakes' domain; counting its landings twice (grid.edge_weights) gives it the
-    snow of a whole cell, as the nodes inside get."""
-    index = np.asarray(index)
-    first, last = int(weights[0]), int(weights[1])
-    return np.where(index == 0, first, np.where(index == count - 1, last, 1)).astype(np.int64)
-
-
 def _spawn_xy(seed, flake_id, counter, wx0, wy0, length_x, length_y):
     x = f32(wx0) + random_uniform(seed, flake_id, counter, STREAM_X) * f32(length_x)
     y = f32(wy0) + random_uniform(seed, flake_id, counter, STREAM_Y) * f32(length_y)
@@ -201,13 +190,11 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                 bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None, eddy_floor=0.0, edge_weights=(1, 1, 1, 1)):
+                grain_speed=0.0, grain_count=None, eddy_floor=0.0):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
     ``hit_counts[ny, nx]`` at the nearest node, or at the foot of a wall it struck, then
-    respawn), respawn below the grid. ``edge_weights`` (x first, x last, y first, y last):
-    what a landing on an edge node of the heightmap counts for (``edge_weight``; the
-    product of both axes' at a corner), judged at the node it landed on.
+    respawn), respawn below the grid.
     With ``lift_strength`` > 0 a landing flake may be lifted again instead (blowing snow,
     see the module docstring and ``lift_share``); ``step_index`` seeds that draw. With
     ``bubble_top`` (wind columns, m, from kernels.reference.drift.separation_bubble) a
@@ -294,7 +281,6 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     inv = one / f32(spacing)
     ni, nj = _nearest_node(x, hx0, inv, hnx), _nearest_node(y, hy0, inv, hny)
     hit = (z < ground) & (height[nj, ni] > OPEN_LIMIT)
-    weight = (edge_weight(ni, hnx, edge_weights[0:2]) * edge_weight(nj, hny, edge_weights[2:4]))
     # a flake that struck a wall (its nearest node stands more than a spacing above it)
     # slides down to the foot on the side it came from: the node nearest its start of
     # step, where that is lower (not for a flake that wrapped)
@@ -320,7 +306,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
             if grains:
                 respawn_count[lifted] |= BLOWING
         hit = hit & ~lifted
-    np.add.at(hit_counts, (nj[hit], ni[hit]), weight[hit].astype(hit_counts.dtype))
+    np.add.at(hit_counts, (nj[hit], ni[hit]), 1)
     respawn = hit | (z < f32(wz0))
 
     pos_x[:], pos_y[:], pos_z[:] = x, y, z

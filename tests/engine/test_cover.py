@@ -60,22 +60,6 @@ def test_deposit_adds_exactly_the_hit_volume_at_edges_and_near_open_nodes(module
     np.testing.assert_allclose(depth[2:7, 5:10] * area / volume, ref_cover.FOOTPRINT / 1.0048, rtol=1e-5)
 
 
-@pytest.mark.parametrize("module", [ref_cover, cpu_cover], ids=["reference", "cpu"])
-def test_even_hits_give_an_even_depth_up_to_the_edges(module):
-    """Every node stands for a whole cell and a footprint's weights that fall off the grid
-    are mirrored back in: the same hits at every node (an edge node's counted for its
-    whole cell, grid.edge_weights) give the same depth everywhere, edges and corners
-    included, and all of the hits' volume."""
-    shape, volume, area = (9, 12), 0.003, 0.25
-    surface = np.ones(shape, bool)
-    scale = module.deposit_scale(surface, volume, area)
-    hits = np.full(shape, 3, np.int32)
-    depth = np.zeros(shape, np.float32)
-    module.deposit_hits(hits, scale, surface, depth, np.zeros(1, np.int64), np.zeros_like(hits))
-    np.testing.assert_allclose(depth, 3 * volume / area, rtol=2e-6)
-    np.testing.assert_allclose(depth.sum(dtype=np.float64) * area, hits.sum() * volume, rtol=1e-6)
-
-
 def test_landing_units_share_each_steps_snowfall_exactly():
     units = ref_cover.WEIGHT_UNITS
     assert ref_cover.landing_units(0, 10 * units, 10) == (units, 0)        # one hit each

@@ -639,7 +639,7 @@ def test_side_walls_keep_the_side_edges_like_the_plane_between_them():
     """On a flat plane under a storm along +x, open sides parallel to the wind let the
     gusts' crosswind air out but never in: the rows along them depart from the plane's
     depth (flakes carried off, then drift collected). With ``side_walls`` they stay close
-    to it (a little above: the crosswind drift, which the walls stop, converges there)."""
+    to it (within the boundary rows' smaller catch of flakes)."""
     axis = np.linspace(-10.0, 10.0, 41)
     vertices, triangles = grid_mesh(axis, axis, np.zeros((41, 41)))
     departures = {}
@@ -653,5 +653,5 @@ def test_side_walls_keep_the_side_edges_like_the_plane_between_them():
         edges = np.array([rows[0], rows[-1]]) / rows[16:-16].mean()
         departures[walls] = np.abs(1.0 - edges).max()
         if walls:
-            assert ((edges > 0.8) & (edges < 1.3)).all(), edges
+            assert ((edges > 0.6) & (edges < 1.0)).all(), edges
     assert departures[False] > 2.0 * departures[True], departures

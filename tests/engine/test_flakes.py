@@ -204,11 +204,8 @@ def test_with_drift_a_flake_leaving_downwind_reenters_at_a_random_crosswind_plac
     np.testing.assert_allclose(new_y[across], plain_y[across], atol=1e-5)
 
 
-# edge weights: plain counts, and an edge node's landings counted for its whole cell
-# (grid.edge_weights; here x's last node has the wind grid end half a spacing beyond it)
-@pytest.mark.parametrize("weights", [(1, 1, 1, 1), (2, 1, 2, 2)], ids=["plain", "edges"])
 @pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
-def test_ground_hit_counts_nearest_node_and_respawns_at_top(module, weights):
+def test_ground_hit_counts_nearest_node_and_respawns_at_top(module):
     n = 6
     flake_id = np.arange(n, dtype=np.uint32)
     x = np.array([0.1, 2.26, 7.9, 5.0, 3.0, 6.1], np.float32)
@@ -219,18 +216,12 @@ def test_ground_hit_counts_nearest_node_and_respawns_at_top(module, weights):
     height, snow = flat_ground(0.0)
     wind = uniform_wind(GRID, 1.0, 0.5)
     hits = np.zeros(HEIGHTMAP.shape, np.int32)
-    run_kernel(module, flake_id, state, wind, height, snow, hits, edge_weights=weights)
+    run_kernel(module, flake_id, state, wind, height, snow, hits)
     expected = np.zeros_like(hits)
-    ny, nx = hits.shape
     for xi, yi, flake in zip(x, y, range(n)):
         if flake != 4:
-            j, i = int(np.floor(yi / 0.5 + 0.5)), int(np.floor(xi / 0.5 + 0.5))
-            weight = ((weights[0] if i == 0 else weights[1] if i == nx - 1 else 1)
-                      * (weights[2] if j == 0 else weights[3] if j == ny - 1 else 1))
-            expected[j, i] += weight
+            expected[int(np.floor(yi / 0.5 + 0.5)), int(np.floor(xi / 0.5 + 0.5))] += 1
     np.testing.assert_array_equal(hits, expected)
-    # two corners (0.1, 0.2) and (7.9, 5.9) among the landings
-    assert expected[0, 0] == weights[0] * weights[2] and expected[-1, -1] == weights[1] * weights[3]
     respawned = state[7] == 1
     assert respawned.tolist() == [True, True, True, True, False, True]
     top = GRID.top
@@ -402,14 +393,12 @@ def test_numba_step_matches_reference(seed):
     flake_id, state = random_flake_input(seed)
     wind = noisy_wind(GRID, seed)
     height, snow = rough_ground(seed)
-    weights = [(1, 1, 1, 1), (2, 1, 2, 2)][seed]
     outputs = []
     for module in (ref_flakes, cpu_flakes):
         s = [a.copy() for a in state]
         hits = np.zeros(HEIGHTMAP.shape, np.int32)
         for _ in range(5):
-            run_kernel(module, flake_id, s, wind, height, snow, hits, seed=seed + 9,
-                       edge_weights=weights)
+            run_kernel(module, flake_id, s, wind, height, snow, hits, seed=seed + 9)
         outputs.append((s, hits))
     (ref_state, ref_hits), (cpu_state, cpu_hits) = outputs
     np.testing.assert_array_equal(cpu_state[7], ref_state[7])     # same hits and respawns
@@ -676,16 +665,3 @@ def test_numba_initialize_and_sort_kernels_match_reference():
 
 def test_estimate_bytes_is_at_most_48_per_flake():
     assert FlakeSystem.estimate_bytes(SnowSettings(flake_count=1000)) <= 48 * 1000
-
-
-def test_edge_weights_give_an_edge_node_the_catch_of_a_whole_cell():
-    """The wind grid (where the flakes live) starts at the first heightmap node: the first
-    nodes catch half a cell's flakes. The last ones do where the wind grid ends at them;
-    where it overhangs the terrain by about half a spacing or more they catch a whole cell."""
-    from snowfall.snow_addon.grid import edge_weights
-    hm = HeightmapGrid(0.0, 0.0, 0.5, 17, 13)                  # 8 x 6 m
-    assert edge_weights(WindGrid(0.0, 0.0, -1.0, 1.0, 8, 6, 12), hm) == (2, 2, 2, 2)
-    assert edge_weights(WindGrid(0.0, 0.0, -1.0, 1.0, 9, 6, 12), hm) == (2, 1, 2, 2)
-    assert edge_weights(WindGrid(0.0, 0.0, -1.0, 2.02, 4, 3, 12), hm) == (2, 2, 2, 2)  # 8 cm
-    assert edge_weights(WindGrid(0.0, 0.0, -1.0, 2.1, 4, 3, 12), hm) == (2, 1, 2, 1)   # 30-40 cm
-

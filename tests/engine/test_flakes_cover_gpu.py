@@ -70,12 +70,10 @@ def test_gpu_flake_kernels_match_reference(gpu_backend):
     gpu_state = [cupy.asarray(a) for a in state]
     gpu_hits = cupy.zeros(HEIGHTMAP.shape, cupy.int32)
     gpu_wind, gpu_height, gpu_snow = on_device(wind), cupy.asarray(height), cupy.asarray(snow)
-    weights = (2, 1, 2, 2)          # edge landings counted for whole cells (grid.edge_weights)
     for _ in range(5):
-        ref_flakes.step_flakes(flake_id, *ref_state, *args(wind, height, snow, ref_hits),
-                               edge_weights=weights)
+        ref_flakes.step_flakes(flake_id, *ref_state, *args(wind, height, snow, ref_hits))
         gpu_flakes.step_flakes(cupy.asarray(flake_id), *gpu_state,
-                               *args(gpu_wind, gpu_height, gpu_snow, gpu_hits), edge_weights=weights)
+                               *args(gpu_wind, gpu_height, gpu_snow, gpu_hits))
     got = [cupy.asnumpy(a) for a in gpu_state]
     np.testing.assert_array_equal(got[7], ref_state[7])
     np.testing.assert_array_equal(cupy.asnumpy(gpu_hits), ref_hits)
