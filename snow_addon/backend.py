@@ -30,9 +30,6 @@ class HostRead:
     def __init__(self, event, host):
         self._event, self._host = event, host
 
-    def ready(self) -> bool:
-        return self._event is None or self._event.done
-
     def wait(self):
         if self._event is not None:
             self._event.synchronize()
@@ -69,9 +66,8 @@ class Backend:
 
     def read_async(self, array, host) -> "HostRead":
         """Start copying the backend array ``array`` into ``host`` (host_buffer) after the
-        work queued so far; ``ready()`` tells without waiting whether it has arrived,
-        ``wait()`` waits and returns it. On the CPU backends the array is already on the
-        host: returned as it is."""
+        work queued so far; the HostRead's ``wait()`` waits for it and returns it. On the
+        CPU backends the array is already on the host: returned as it is."""
         if not self.is_gpu:
             return HostRead(None, array)
         cupy = self.xp

@@ -595,7 +595,7 @@ class WindSolver:
         flakes and snow of the step before) keeps the device busy meanwhile, and the
         iteration runs ahead of the next step's flakes instead of after all of them."""
         if pending.solve is not None:
-            self._solve_poll(pending.solve, wait=True)
+            self._solve_poll(pending.solve)
 
     def finish_step(self, pending: "PendingStep") -> WindStepInfo:
         """The rest of ``step``: the pressure solve to its end, the projection of the new
@@ -754,16 +754,12 @@ class WindSolver:
             solve["queued"] += 1
         solve["read"] = self.backend.read_async(self._scalars, self._scalars_host)
 
-    def _solve_poll(self, solve: dict, wait: bool) -> bool:
-        """True once ``solve`` is done. When its latest read has arrived (``wait``: after
-        waiting for it) and the solve is neither converged nor at its limit, queue the next
-        iteration and read."""
+    def _solve_poll(self, solve: dict) -> bool:
+        """True once ``solve`` is done. Waits for its latest read and, when the solve is
+        neither converged nor at its limit, queues the next iteration and read."""
         if solve["host"] is not None:
             return True
-        read = solve["read"]
-        if not (wait or read.ready()):
-            return False
-        host = read.wait()
+        host = solve["read"].wait()
         if host[self._pressure.DONE] != 0 or solve["queued"] >= solve["limit"]:
             solve["host"] = np.array(host, copy=True)
             return True
@@ -773,7 +769,7 @@ class WindSolver:
     def _solve_end(self, solve: dict):
         """Wait for ``solve`` to finish; (iterations, relative residual, converged)."""
         kp = self._pressure
-        while not self._solve_poll(solve, wait=True):
+        while not self._solve_poll(solve):
             pass
         host = solve["host"]
         iterations = int(host[kp.ITERATIONS])
