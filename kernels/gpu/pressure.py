@@ -499,6 +499,14 @@ __device__ __forceinline__ unsigned reciprocal_of(int d) {
 __device__ __forceinline__ int exact_divide(int w, int d, unsigned m) {
     return d == 1 ? w : (int)__umulhi((unsigned)w, m);
 }
+// (k, j, i) of linear index t = (k * ny + j) * nx + i, with mx, my the reciprocals of nx, ny
+__device__ __forceinline__ void cell_of(int t, int nx, unsigned mx, int ny, unsigned my,
+                                        int& k, int& j, int& i) {
+    const int r = exact_divide(t, nx, mx);
+    i = t - r * nx;
+    k = exact_divide(r, ny, my);
+    j = r - k * ny;
+}
 
 // diagonal and neighbour sum as diag_at / nbsum_at / stencil (same order of operations;
 // a neighbour outside the level reads 0)
@@ -544,8 +552,8 @@ __device__ void block_redblack_pairs(const Team& tm, const BlockLevel& L, float 
     for (int s = from; s < 2 * pairs; ++s) {
         const int color = (first + s) & 1;
         for (int w = tm.first; w < count; w += tm.stride) {
-            const int r = exact_divide(w, half, L.mhalf); const int ih = w - r * half;
-            const int k = exact_divide(r, ny, L.my); const int j = r - k * ny;
+            int k, j, ih;
+            cell_of(w, half, L.mhalf, ny, L.my, k, j, ih);
             const int i = 2 * ih + ((k + j + color) & 1);
             if (i >= nx) continue;
             const int t = (k * ny + j) * nx + i;
@@ -568,8 +576,8 @@ __device__ void block_redblack_pairs_from_zero(const Team& tm, const BlockLevel&
                                                int pairs) {
     const int nx = L.nx, ny = L.ny, nz = L.nz, n = nx * ny * nz;
     for (int t = tm.first; t < n; t += tm.stride) {
-        const int r = exact_divide(t, nx, L.mx); const int i = t - r * nx;
-        const int k = exact_divide(r, ny, L.my); const int j = r - k * ny;
+        int k, j, i;
+        cell_of(t, nx, L.mx, ny, L.my, k, j, i);
         float out = 0.0f;
         if (pairs > 0 && ((i + j + k) & 1) == first) {
             const float cw = L.cx[t + k * ny + j], ce = L.cx[t + k * ny + j + 1];
@@ -590,8 +598,8 @@ __device__ void block_redblack_pairs_from_zero(const Team& tm, const BlockLevel&
 __device__ void block_residual(const Team& tm, const BlockLevel& L) {
     const int nx = L.nx, ny = L.ny, nz = L.nz, n = nx * ny * nz;
     for (int t = tm.first; t < n; t += tm.stride) {
-        const int r = exact_divide(t, nx, L.mx); const int i = t - r * nx;
-        const int k = exact_divide(r, ny, L.my); const int j = r - k * ny;
+        int k, j, i;
+        cell_of(t, nx, L.mx, ny, L.my, k, j, i);
         float d, nb;
         block_stencil(L.sol, L, k, j, i, d, nb);
         L.res[t] = d > 0.0f ? L.rhs[t] - (d * L.sol[t] - nb) : 0.0f;
@@ -607,8 +615,8 @@ __device__ void block_restrict(const Team& tm, const BlockLevel& F, const BlockL
     const int loy = fy == 2 ? -1 : 0, hiy = fy == 2 ? 3 : 1;
     const int lox = fx == 2 ? -1 : 0, hix = fx == 2 ? 3 : 1;
     for (int t = tm.first; t < n; t += tm.stride) {
-        const int r = exact_divide(t, ncx, C.mx); const int I = t - r * ncx;
-        const int K = exact_divide(r, ncy, C.my); const int J = r - K * ncy;
+        int K, J, I;
+        cell_of(t, ncx, C.mx, ncy, C.my, K, J, I);
         float acc = 0.0f;
         for (int dk = loz; dk < hiz; ++dk) {
             int k = fz * K + dk;
@@ -637,8 +645,8 @@ __device__ void block_prolong_add(const Team& tm, const BlockLevel& F, const Blo
     const int nx = F.nx, ny = F.ny, nz = F.nz, n = nx * ny * nz;
     const int ncx = C.nx, ncy = C.ny, ncz = C.nz;
     for (int t = tm.first; t < n; t += tm.stride) {
-        const int r = exact_divide(t, nx, F.mx); const int i = t - r * nx;
-        const int k = exact_divide(r, ny, F.my); const int j = r - k * ny;
+        int k, j, i;
+        cell_of(t, nx, F.mx, ny, F.my, k, j, i);
         const float cw = F.cx[t + k * ny + j], ce = F.cx[t + k * ny + j + 1];
         const float cs = F.cy[t + k * nx], cn = F.cy[t + k * nx + nx];
         const float cd = F.cz[t], cu = F.cz[t + nx * ny];
