@@ -193,10 +193,10 @@ class SnowfallSettings(bpy.types.PropertyGroup):
         description="How the terrain meets the wind")
     side_walls: BoolProperty(
         name="Side Walls", default=_DEFAULTS.side_walls,
-        description="The sides of the wind domain that the wind runs parallel to are closed "
-                    "free-slip walls. Open sides (off) let the gusts' crosswind air out but "
-                    "never in, and drifting snow collects along those edges; walls suit "
-                    "terrain whose snow cannot wall off a pocket from the downwind side")
+        description="The sides of the wind domain that the wind runs parallel to are "
+                    "free-slip walls that carry the gusts' crosswind, so the snow along them "
+                    "is like the snow between them. Off: they are open, let the gusts' "
+                    "crosswind air out but not in, and snow piles or scours along those edges")
     cache_folder: StringProperty(
         name="Cache Folder", default=DEFAULT_CACHE_FOLDER, subtype="DIR_PATH",
         options=PATH_OPTIONS,

@@ -77,10 +77,11 @@ class SnowSettings:
     pressure_solver: str = "mgpcg"
     """"mgpcg" (multigrid-preconditioned CG to a relative tolerance) or "sor5" (the
     theses' fixed five red-black SOR sweeps, kept for comparison)."""
-    side_walls: bool = False
-    """Sides the wind (before gusts) runs parallel to are free-slip walls (True) or open
-    outflow sides at p = 0 (False). Walls suit an obstacle that spans the domain (a 2D
-    ridge or fence); open sides never trap an inflow in a pocket closed off by snow."""
+    side_walls: bool = True
+    """Sides the wind (before gusts) runs parallel to are free-slip walls that carry the
+    gusts' crosswind (True: a uniform wind stays uniform up to them, as if the terrain
+    went on) or open outflow sides at p = 0 (False: they let the gusts' crosswind out but
+    not in, and the flakes and drifting snow pile or scour along them)."""
     advection: str = "maccormack"
     """Wind self-advection: "maccormack" (semi-Lagrangian plus a clamped MacCormack
     correction; keeps the speed-up over crests) or "semi_lagrangian" (first order, the

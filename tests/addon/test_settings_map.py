@@ -55,14 +55,14 @@ def test_wind_boundary_maps_and_defaults_to_the_engines(addon):
 
 
 def test_side_walls_map_and_default_to_the_engines(addon):
-    """Side Walls: off by default as in the engine (open sides never trap an inflow in a
-    pocket); the user's choice reaches SnowSettings."""
+    """Side Walls: on by default as in the engine (a uniform wind stays uniform up to the
+    sides); the user's choice reaches SnowSettings."""
     scene = addon
     props = scene.snowfall
-    assert props.side_walls is SnowSettings().side_walls is False
-    assert to_snow_settings(props, scene).side_walls is False
-    props.side_walls = True
+    assert props.side_walls is SnowSettings().side_walls is True
     assert to_snow_settings(props, scene).side_walls is True
+    props.side_walls = False
+    assert to_snow_settings(props, scene).side_walls is False
 
 
 def test_drift_properties_map_where_the_engine_has_them(addon):
