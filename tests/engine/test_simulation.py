@@ -175,7 +175,9 @@ def test_wind_solved_on_its_schedule_equals_a_wind_stepped_alone(hill):
     """A solve every 3 steps advances the wind by 3 steps' time at steps 0, 3, 6, ... and
     holds it in between; 3 sub-steps per step advance it 3 times by a third of a step.
     Both give a wind stepped with that time step alone (to float32 rounding: the initial
-    obstacle projection scales by the frame's time step, which cancels only to rounding)."""
+    obstacle projection scales by the frame's time step, which cancels only to rounding;
+    the solves to their tolerance carry it to 1.7e-6 m/s with the side walls, under 1e-6
+    with open sides, against a 5.2 m/s inflow)."""
     def wind_only(time_step, courant):
         settings = small_settings(time_step=time_step, wind_courant=courant,
                                   obstacle_refresh_steps=1000)
@@ -200,7 +202,7 @@ def test_wind_solved_on_its_schedule_equals_a_wind_stepped_alone(hill):
     assert (in_thirds.wind_interval, in_thirds.wind_substeps, in_thirds.wind_solves) == (1, 3, 3)
     for name in ("u", "v", "w"):
         np.testing.assert_allclose(getattr(in_thirds.wind_field(), name),
-                                   getattr(plain.wind_field(), name), rtol=1e-6, atol=1e-6)
+                                   getattr(plain.wind_field(), name), rtol=1e-6, atol=3e-6)
     one_solve = wind_only(0.75, 2.0)              # the same 0.75 s in one solve differs
     one_solve.step(1)
     assert one_solve.wind_solves == 1
