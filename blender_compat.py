@@ -128,6 +128,20 @@ def node_tree(id_block):
     return id_block.node_tree
 
 
+def principled_material(name: str, base_color):
+    """A new material ``name`` with its node tree: (material, its Principled BSDF, its
+    output node; both None where the default tree lacks them). ``base_color``: RGBA, also
+    the viewport colour."""
+    material = bpy.data.materials.new(name)
+    material.diffuse_color = base_color
+    nodes = node_tree(material).nodes
+    principled = next((n for n in nodes if n.type == "BSDF_PRINCIPLED"), None)
+    output = next((n for n in nodes if n.type == "OUTPUT_MATERIAL"), None)
+    if principled is not None:
+        principled.inputs["Base Color"].default_value = base_color
+    return material, principled, output
+
+
 #: The bpy module (no Blender binary) of 4.2 and 4.5 dies at process exit once an add-on
 #: has registered property callbacks (poll/update): 4.2 with SIGSEGV, 4.5 hangs, both in
 #: C++ static destructors that call into the finalized interpreter. A real Blender is

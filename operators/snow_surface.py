@@ -11,10 +11,14 @@ Object "Snowfall Snow Surface": an empty mesh whose modifier ("Snowfall Snow Sur
 node group of the same name) builds a grid of the heightmap's nodes, samples the frame's
 image (Image Texture, closest pixel, the image an image *sequence* whose frame is the scene
 frame clamped to the baked range), puts each node at ground + depth (converted to scene
-units), stores ``snow_depth`` on the points for the material, and deletes the nodes with
-less than ``Min Depth`` of snow (or no ground). The .blend holds only this node group, the
-image's path and a few numbers: it does not grow with the frame count, and the snow is as
-fine as the simulation, whatever the terrain mesh's resolution.
+units), stores ``snow_depth`` on the points for the material, and deletes the nodes
+without ground and the faces whose corners all have less than ``Min Depth`` of snow.
+Edges whose ground rises steeper than ``Max Ground Slope`` (a wall, a fence, a cliff at
+the heightmap's spacing) are cut with their faces: snow cannot lie there, and a surface
+spanning them would wrap walls in a skin of snow; the terrain's own faces show instead.
+The .blend holds only this node group, the image's path and a few numbers: it does not
+grow with the frame count, and the snow is as fine as the simulation, whatever the terrain
+mesh's resolution.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import os
 
 import bpy
 
-from ..blender_compat import get_modifier_input, node_tree, set_modifier_input
+from ..blender_compat import get_modifier_input, principled_material, set_modifier_input
 from ..snow_addon import bake_cache
 from . import snow_output
 
@@ -33,6 +37,10 @@ MATERIAL_NAME = "Snowfall Snow Surface"
 DEPTH_ATTRIBUTE = "snow_depth"
 #: Nodes with less snow than this (m) are left out of the surface (the terrain shows).
 MIN_DEPTH = 0.001
+#: Snow this deep (m) hides the ground; thinner snow fades toward transparent at MIN_DEPTH.
+FULL_COVER_DEPTH = 0.01
+#: Surface edges whose ground is steeper than this (degrees) are cut with their faces.
+MAX_GROUND_SLOPE = 60.0
 #: Ground heights below this are "no surface" nodes (snow_addon.grid.OPEN_HEIGHT = -1e30).
 NO_GROUND = -1e29
 
@@ -49,10 +57,17 @@ def _socket(group, name, in_out, socket_type, default=None, description=""):
     return socket
 
 
+def _typed(sockets, socket_type):
+    """The enabled socket of ``socket_type`` (4.2 keeps one socket per type on some nodes)."""
+    return next(s for s in sockets if s.enabled and s.type == socket_type)
+
+
 def ensure_node_group():
     group = bpy.data.node_groups.get(NODE_GROUP_NAME)
     if group is not None and group.bl_idname == "GeometryNodeTree":
-        return group
+        if any(item.name == "Max Ground Slope" for item in group.interface.items_tree):
+            return group
+        group.name = NODE_GROUP_NAME + " (before walls were cut)"   # a file baked earlier
     group = bpy.data.node_groups.new(NODE_GROUP_NAME, "GeometryNodeTree")
     _socket(group, "Geometry", "INPUT", "NodeSocketGeometry")
     _socket(group, "Image", "INPUT", "NodeSocketImage")
@@ -67,6 +82,8 @@ def ensure_node_group():
     _socket(group, "Units per Metre", "INPUT", "NodeSocketFloat", 1.0)
     _socket(group, "Min Depth", "INPUT", "NodeSocketFloat", MIN_DEPTH,
             "Nodes with less snow (m) are left out")
+    _socket(group, "Max Ground Slope", "INPUT", "NodeSocketFloat", MAX_GROUND_SLOPE,
+            "Edges whose ground is steeper (degrees) are cut: walls and cliffs get no snow skin")
     _socket(group, "Material", "INPUT", "NodeSocketMaterial")
     _socket(group, "Geometry", "OUTPUT", "NodeSocketGeometry")
 
@@ -87,8 +104,29 @@ def ensure_node_group():
     texture.interpolation = "Closest"
     texture.extension = "EXTEND"
     channels = new("FunctionNodeSeparateColor")
-    ground_plus_depth = new("ShaderNodeMath")
-    ground_plus_depth.operation = "ADD"
+    ground_to_units = new("ShaderNodeMath")
+    ground_to_units.operation = "MULTIPLY"
+    ground_up = new("ShaderNodeCombineXYZ")
+    set_ground = new("GeometryNodeSetPosition")
+    # Cliff edges: |dz| / |edge| of the ground above sin(Max Ground Slope).
+    edge_ends = new("GeometryNodeInputMeshEdgeVertices")
+    edge_vector = new("ShaderNodeVectorMath")
+    edge_vector.operation = "SUBTRACT"
+    edge_direction = new("ShaderNodeVectorMath")
+    edge_direction.operation = "NORMALIZE"
+    edge_xyz = new("ShaderNodeSeparateXYZ")
+    edge_rise = new("ShaderNodeMath")
+    edge_rise.operation = "ABSOLUTE"
+    slope_radians = new("ShaderNodeMath")
+    slope_radians.operation = "RADIANS"
+    slope_sine = new("ShaderNodeMath")
+    slope_sine.operation = "SINE"
+    cliff = new("FunctionNodeCompare")
+    cliff.data_type = "FLOAT"
+    cliff.operation = "GREATER_THAN"
+    cut_cliffs = new("GeometryNodeDeleteGeometry")
+    cut_cliffs.domain = "EDGE"
+    cut_cliffs.mode = "EDGE_FACE"
     to_units = new("ShaderNodeMath")
     to_units.operation = "MULTIPLY"
     up = new("ShaderNodeCombineXYZ")
@@ -104,10 +142,12 @@ def ensure_node_group():
     no_ground.data_type = "FLOAT"
     no_ground.operation = "LESS_THAN"
     no_ground.inputs[1].default_value = NO_GROUND
-    either = new("FunctionNodeBooleanMath")
-    either.operation = "OR"
+    thin_nodes = new("GeometryNodeFieldOnDomain")
+    thin_nodes.domain, thin_nodes.data_type = "POINT", "BOOLEAN"
     delete = new("GeometryNodeDeleteGeometry")
     delete.domain = "POINT"
+    delete_thin = new("GeometryNodeDeleteGeometry")
+    delete_thin.domain, delete_thin.mode = "FACE", "ALL"
     smooth = new("GeometryNodeSetShadeSmooth")
     set_material = new("GeometryNodeSetMaterial")
 
@@ -131,49 +171,90 @@ def ensure_node_group():
     links.new(grid.outputs["UV Map"], texture.inputs["Vector"])
     links.new(clamp.outputs["Result"], texture.inputs["Frame"])
     links.new(texture.outputs["Color"], channels.inputs["Color"])
-    links.new(channels.outputs["Red"], ground_plus_depth.inputs[0])
-    links.new(channels.outputs["Green"], ground_plus_depth.inputs[1])
-    links.new(ground_plus_depth.outputs[0], to_units.inputs[0])
+    # Nodes on the ground first, cliff edges cut there, then raised by the snow's depth.
+    links.new(channels.outputs["Green"], ground_to_units.inputs[0])
+    links.new(group_in.outputs["Units per Metre"], ground_to_units.inputs[1])
+    links.new(ground_to_units.outputs[0], ground_up.inputs["Z"])
+    links.new(move.outputs["Geometry"], set_ground.inputs["Geometry"])
+    links.new(ground_up.outputs["Vector"], set_ground.inputs["Offset"])
+    links.new(edge_ends.outputs["Position 2"], edge_vector.inputs[0])
+    links.new(edge_ends.outputs["Position 1"], edge_vector.inputs[1])
+    links.new(edge_vector.outputs["Vector"], edge_direction.inputs[0])
+    links.new(edge_direction.outputs["Vector"], edge_xyz.inputs[0])
+    links.new(edge_xyz.outputs["Z"], edge_rise.inputs[0])
+    links.new(group_in.outputs["Max Ground Slope"], slope_radians.inputs[0])
+    links.new(slope_radians.outputs[0], slope_sine.inputs[0])
+    links.new(edge_rise.outputs[0], cliff.inputs[0])
+    links.new(slope_sine.outputs[0], cliff.inputs[1])
+    links.new(set_ground.outputs["Geometry"], cut_cliffs.inputs["Geometry"])
+    links.new(cliff.outputs["Result"], cut_cliffs.inputs["Selection"])
+    links.new(channels.outputs["Red"], to_units.inputs[0])
     links.new(group_in.outputs["Units per Metre"], to_units.inputs[1])
     links.new(to_units.outputs[0], up.inputs["Z"])
-    links.new(move.outputs["Geometry"], set_position.inputs["Geometry"])
+    links.new(cut_cliffs.outputs["Geometry"], set_position.inputs["Geometry"])
     links.new(up.outputs["Vector"], set_position.inputs["Offset"])
     links.new(set_position.outputs["Geometry"], store.inputs["Geometry"])
     links.new(channels.outputs["Red"], store.inputs["Value"])
-    # Leave out nodes without snow or without ground.
+    # Leave out nodes without ground, and faces whose corners all have less than Min
+    # Depth of snow (a face with one snowy corner stays: the material fades it to its
+    # thin corners, so a bare patch has no hard edge).
     links.new(channels.outputs["Red"], thin.inputs[0])
     links.new(group_in.outputs["Min Depth"], thin.inputs[1])
     links.new(channels.outputs["Green"], no_ground.inputs[0])
-    links.new(thin.outputs["Result"], either.inputs[0])
-    links.new(no_ground.outputs["Result"], either.inputs[1])
     links.new(store.outputs["Geometry"], delete.inputs["Geometry"])
-    links.new(either.outputs["Boolean"], delete.inputs["Selection"])
-    links.new(delete.outputs["Geometry"], smooth.inputs["Geometry"])
+    links.new(no_ground.outputs["Result"], delete.inputs["Selection"])
+    links.new(thin.outputs["Result"], _typed(thin_nodes.inputs, "BOOLEAN"))
+    links.new(delete.outputs["Geometry"], delete_thin.inputs["Geometry"])
+    links.new(_typed(thin_nodes.outputs, "BOOLEAN"), delete_thin.inputs["Selection"])
+    links.new(delete_thin.outputs["Geometry"], smooth.inputs["Geometry"])
     links.new(smooth.outputs["Geometry"], set_material.inputs["Geometry"])
     links.new(group_in.outputs["Material"], set_material.inputs["Material"])
     links.new(set_material.outputs["Geometry"], group_out.inputs["Geometry"])
     for index, node in enumerate((group_in, time, rounded, clamp, size_xyz, grid, half, move,
-                                  texture, channels, ground_plus_depth, to_units, up,
-                                  set_position, store, thin, no_ground, either, delete, smooth,
+                                  texture, channels, ground_to_units, ground_up, set_ground,
+                                  edge_ends, edge_vector, edge_direction, edge_xyz, edge_rise,
+                                  slope_radians, slope_sine, cliff, cut_cliffs, to_units, up,
+                                  set_position, store, thin, no_ground, thin_nodes, delete, delete_thin, smooth,
                                   set_material, group_out)):
         node.location = (200 * index, 0)
     return group
 
 
 def ensure_material():
-    """White, soft snow (Principled BSDF with a little subsurface scattering)."""
+    """White, soft snow (Principled BSDF with a little subsurface scattering) that covers
+    the ground fully from ``FULL_COVER_DEPTH`` of snow and fades to transparent toward
+    ``MIN_DEPTH``: a scoured slope shows its ground through a dusting, and the edge of a
+    bare patch is soft. The depth is the surface's ``snow_depth`` attribute; the value
+    node "Full Cover Depth" (m) sets the fade."""
     material = bpy.data.materials.get(MATERIAL_NAME)
     if material is not None:
+        if material.node_tree is not None and material.node_tree.nodes.get("Full Cover Depth"):
+            return material
+        material.name = MATERIAL_NAME + " (before the cover fade)"   # a file baked earlier
+    material, principled, output = principled_material(MATERIAL_NAME, (0.90, 0.93, 0.97, 1.0))
+    if principled is None or output is None:
         return material
-    material = bpy.data.materials.new(MATERIAL_NAME)
-    node_tree(material)
-    principled = next((n for n in material.node_tree.nodes if n.type == "BSDF_PRINCIPLED"), None)
-    if principled is not None:
-        for name, value in (("Base Color", (0.90, 0.93, 0.97, 1.0)), ("Roughness", 0.45),
-                            ("Subsurface Weight", 0.3), ("Sheen Weight", 0.3)):
-            if name in principled.inputs:
-                principled.inputs[name].default_value = value
-    material.diffuse_color = (0.90, 0.93, 0.97, 1.0)
+    nodes, links = material.node_tree.nodes, material.node_tree.links
+    for name, value in (("Roughness", 0.45), ("Subsurface Weight", 0.3), ("Sheen Weight", 0.3)):
+        if name in principled.inputs:
+            principled.inputs[name].default_value = value
+    depth = nodes.new("ShaderNodeAttribute")
+    depth.attribute_type, depth.attribute_name = "GEOMETRY", DEPTH_ATTRIBUTE
+    full = nodes.new("ShaderNodeValue")
+    full.name = full.label = "Full Cover Depth"
+    full.outputs[0].default_value = FULL_COVER_DEPTH
+    cover = nodes.new("ShaderNodeMapRange")
+    cover.interpolation_type = "SMOOTHSTEP"
+    cover.clamp = True
+    cover.inputs["From Min"].default_value = MIN_DEPTH
+    links.new(depth.outputs["Fac"], cover.inputs["Value"])
+    links.new(full.outputs[0], cover.inputs["From Max"])
+    transparent = nodes.new("ShaderNodeBsdfTransparent")
+    mix = nodes.new("ShaderNodeMixShader")
+    links.new(cover.outputs["Result"], mix.inputs["Fac"])
+    links.new(transparent.outputs["BSDF"], mix.inputs[1])
+    links.new(principled.outputs["BSDF"], mix.inputs[2])
+    links.new(mix.outputs["Shader"], output.inputs["Surface"])
     return material
 
 

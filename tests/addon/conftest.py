@@ -143,14 +143,26 @@ def sorted_points(points):
 
 def expected_surface(heightmap, depth, units_per_metre=1.0):
     """What the snow surface shows for the engine's ``depth`` grid: (sorted positions in
-    scene units of the nodes with at least MIN_DEPTH of snow, their depths in metres)."""
+    scene units, depths in metres) of the nodes that are a corner of a kept face: a grid
+    quad whose corners all have ground and not all less than MIN_DEPTH of snow."""
     from snowfall.operators.snow_surface import MIN_DEPTH
 
     grid = heightmap.grid
-    j, i = np.nonzero((depth >= MIN_DEPTH) & heightmap.has_surface)
+    ground, thin = heightmap.has_surface, depth < MIN_DEPTH
+
+    def corners(a):
+        return a[:-1, :-1], a[:-1, 1:], a[1:, :-1], a[1:, 1:]
+
+    kept = np.logical_and.reduce(corners(ground)) & ~np.logical_and.reduce(corners(thin))
+    used = np.zeros(depth.shape, bool)
+    for dj in (0, 1):
+        for di in (0, 1):
+            used[dj:dj + kept.shape[0], di:di + kept.shape[1]] |= kept
+    j, i = np.nonzero(used)
     z = heightmap.height[j, i] + depth[j, i]
     points = np.stack([grid.x0 + i * grid.spacing, grid.y0 + j * grid.spacing, z], axis=1)
-    return sorted_points(points * units_per_metre), depth[j, i]
+    order = np.lexsort((points[:, 1], points[:, 0]))
+    return points[order] * units_per_metre, depth[j, i][order]
 
 
 @pytest.fixture

@@ -178,7 +178,8 @@ def _render_top_down(scene, path, size=(40, 32)):
 
 def test_render_shows_the_drift_pattern_on_a_coarse_terrain(addon, tools, tmp_path):
     """Rendered top-down, the snow on a 2 x 2 quad terrain follows the heightmap's depth
-    field: snowy nodes render bright, nodes without snow show the dark terrain."""
+    field: nodes under full cover render bright, nodes without snow show the dark terrain,
+    and a thin dusting lets the terrain show through (the material's cover fade)."""
     scene = addon
     props = tools.small_settings(scene, tmp_path, frames=3)
     props.heightmap_resolution = 40
@@ -203,7 +204,91 @@ def test_render_shows_the_drift_pattern_on_a_coarse_terrain(addon, tools, tmp_pa
     px = np.clip(x * 4.0, 0, 39).astype(int)
     py = np.clip(y * 4.0, 0, 31).astype(int)
     values = brightness[py, px]
-    snowy = values[inside & (depth >= 2 * snow_surface.MIN_DEPTH)]
+    snowy = values[inside & (depth >= snow_surface.FULL_COVER_DEPTH)]
+    dusted = values[inside & (depth >= 2 * snow_surface.MIN_DEPTH)
+                    & (depth < 0.3 * snow_surface.FULL_COVER_DEPTH)]
     bare = values[inside & (depth < 0.5 * snow_surface.MIN_DEPTH)]
-    assert len(snowy) > 10 and len(bare) > 10, (len(snowy), len(bare))
+    assert len(snowy) > 10 and len(bare) > 10 and len(dusted) > 10, (
+        len(snowy), len(bare), len(dusted))
     assert np.median(snowy) > np.median(bare) + 0.3, (np.median(snowy), np.median(bare))
+    assert np.median(bare) < np.median(dusted) < np.median(snowy) - 0.15, (
+        np.median(bare), np.median(dusted), np.median(snowy))
+
+
+def _surface_mesh(depsgraph):
+    """(ground heights (N,) m, edges (E, 2), faces as lists of vertex indices, positions
+    (N, 3)) of the evaluated snow surface (units per metre 1)."""
+    obj = bpy.data.objects[snow_surface.OBJECT_NAME].evaluated_get(depsgraph)
+    mesh = obj.to_mesh()
+    try:
+        positions = np.array([tuple(v.co) for v in mesh.vertices], np.float64)
+        depth = np.zeros(len(positions), np.float32)
+        mesh.attributes[snow_surface.DEPTH_ATTRIBUTE].data.foreach_get("value", depth)
+        edges = np.array([tuple(e.vertices) for e in mesh.edges], np.int64).reshape(-1, 2)
+        faces = [tuple(p.vertices) for p in mesh.polygons]
+    finally:
+        obj.to_mesh_clear()
+    return positions[:, 2] - depth, edges, faces, positions
+
+
+def test_walls_get_no_skin_of_snow(addon, tools, tmp_path):
+    """A block on a plane: the snow surface has no face across the block's walls (ground
+    steeper than Max Ground Slope), so the block's own faces show there; every other quad
+    with snow at a corner is kept, on the roof and on the ground alike."""
+    from snowfall.snow_addon import scenes
+    from snowfall.sample_scenes.build import mesh_object
+
+    scene = addon
+    props = tools.small_settings(scene, tmp_path, frames=3)
+    props.heightmap_resolution = 41          # 0.25 m nodes: walls rise 1 m over one spacing
+    vertices, triangles = scenes.box_test(size=10.0, block=3.0, block_height=1.0,
+                                          resolution=41)
+    terrain = mesh_object("Block Terrain", vertices, triangles)
+    tools.select_only(terrain)
+    bpy.ops.snowfall.set_terrain()
+    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    scene.frame_set(3)
+    ground, edges, faces, positions = _surface_mesh(bpy.context.evaluated_depsgraph_get())
+    folder = bake_cache.BakeFolder(scene_cache_folder(str(tmp_path), scene))
+    channels = exr.decode(open(folder.depth_path(3), "rb").read())
+    depth, height = channels["R"], channels["G"]
+    meta = folder.read_meta()["snow"]
+    spacing = meta["spacing"]
+    steep = np.tan(np.radians(snow_surface.MAX_GROUND_SLOPE)) * spacing
+    snowy = depth >= snow_surface.MIN_DEPTH
+    # The heightmap has walls, and snow on both sides of them: something to cut.
+    wall_x = np.abs(np.diff(height, axis=1)) > steep
+    assert (wall_x & snowy[:, 1:] & snowy[:, :-1]).sum() >= 8
+    # No surface edge climbs a wall ...
+    rise = np.abs(ground[edges[:, 0]] - ground[edges[:, 1]])
+    run = np.hypot(*(positions[edges[:, 0], :2] - positions[edges[:, 1], :2]).T)
+    assert len(edges) and (rise <= np.tan(np.radians(snow_surface.MAX_GROUND_SLOPE)) * run
+                           + 1e-4).all()
+    # ... and every quad with snow at a corner that spans no wall is there.
+    flat_x = ~wall_x
+    flat_y = np.abs(np.diff(height, axis=0)) <= steep
+    want = ((snowy[:-1, :-1] | snowy[:-1, 1:] | snowy[1:, :-1] | snowy[1:, 1:])
+            & flat_x[:-1, :] & flat_x[1:, :] & flat_y[:, :-1] & flat_y[:, 1:])
+    roof = height[:-1, :-1] > 0.5
+    assert (want & roof).sum() >= 4 and (want & ~roof).sum() >= 100
+    assert len(faces) == want.sum()
+
+
+def test_a_file_baked_earlier_gets_the_new_surface_when_baked_again(addon, tools, tmp_path):
+    """A file whose snow surface group and material predate the wall cut and the cover fade
+    (a group without Max Ground Slope, a material without Full Cover Depth) gets the new
+    ones on its next bake; the old ones are renamed, not reused."""
+    scene = addon
+    old_group = bpy.data.node_groups.new(snow_surface.NODE_GROUP_NAME, "GeometryNodeTree")
+    old_material = bpy.data.materials.new(snow_surface.MATERIAL_NAME)
+    tools.small_settings(scene, tmp_path, frames=2)
+    _coarse_terrain(tools)
+    bpy.ops.snowfall.set_terrain()
+    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    modifier = bpy.data.objects[snow_surface.OBJECT_NAME].modifiers[snow_surface.NODE_GROUP_NAME]
+    group = modifier.node_group
+    assert group != old_group and group.name == snow_surface.NODE_GROUP_NAME
+    assert "Max Ground Slope" in [item.name for item in group.interface.items_tree]
+    assert old_group.name != snow_surface.NODE_GROUP_NAME
+    material = bpy.data.materials[snow_surface.MATERIAL_NAME]
+    assert material != old_material and material.node_tree.nodes.get("Full Cover Depth")
