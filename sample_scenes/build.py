@@ -9,7 +9,7 @@ import bpy
 import numpy as np
 from mathutils import Vector
 
-from ..blender_compat import node_tree
+from ..blender_compat import node_tree, principled_material
 from ..snow_addon import scenes
 
 
@@ -63,6 +63,59 @@ def _camera_and_light(centre, distance, height, heading_deg, lens=35.0):
     scene.world = world
 
 
+def ground_material(name: str, dark, light, scale: float = 0.5):
+    """Bare ground for a sample terrain: rough, its colour mottled between ``dark`` and
+    ``light`` (RGB) by noise of ``scale`` per metre, so scoured ground reads against the
+    snow in a render. An existing material of that name is reused."""
+    material = bpy.data.materials.get(name)
+    if material is not None:
+        return material
+    material, principled, _ = principled_material(name, (*dark, 1.0))
+    if principled is None:
+        return material
+    nodes, links = material.node_tree.nodes, material.node_tree.links
+    principled.inputs["Roughness"].default_value = 0.9
+    coordinates = nodes.new("ShaderNodeTexCoord")
+    noise = nodes.new("ShaderNodeTexNoise")
+    noise.inputs["Scale"].default_value = scale
+    noise.inputs["Detail"].default_value = 6.0
+    links.new(coordinates.outputs["Object"], noise.inputs["Vector"])
+    ramp = nodes.new("ShaderNodeValToRGB")
+    ramp.color_ramp.elements[0].position, ramp.color_ramp.elements[1].position = 0.35, 0.65
+    ramp.color_ramp.elements[0].color = (*dark, 1.0)
+    ramp.color_ramp.elements[1].color = (*light, 1.0)
+    links.new(noise.outputs["Fac"], ramp.inputs["Fac"])
+    links.new(ramp.outputs["Color"], principled.inputs["Base Color"])
+    return material
+
+
+#: Sample terrains' materials: earth and dry grass on the plains, rock in the mountains,
+#: grey concrete for the box test's block (dark, light RGB).
+EARTH = ((0.07, 0.05, 0.035), (0.16, 0.13, 0.07))
+ROCK = ((0.08, 0.075, 0.07), (0.22, 0.20, 0.18))
+CONCRETE = ((0.30, 0.30, 0.29), (0.42, 0.42, 0.40))
+
+
+def dress_terrain(obj, ground, raised=None, raised_above: float = 0.05) -> None:
+    """Give a sample terrain its materials: ``ground`` (a (dark, light) pair) everywhere,
+    ``raised`` on the faces with a vertex more than ``raised_above`` metres above the
+    ground level (the box test's block)."""
+    mesh = obj.data
+    mesh.materials.append(ground_material(f"{obj.name} Ground", *ground))
+    if raised is None:
+        return
+    mesh.materials.append(ground_material(f"{obj.name} Block", *raised, scale=2.0))
+    heights = np.empty(len(mesh.vertices) * 3, np.float32)
+    mesh.vertices.foreach_get("co", heights)
+    high = heights.reshape(-1, 3)[:, 2] > raised_above
+    corners = np.empty(len(mesh.loops), np.int32)
+    mesh.loops.foreach_get("vertex_index", corners)
+    starts = np.empty(len(mesh.polygons), np.int32)
+    mesh.polygons.foreach_get("loop_start", starts)
+    index = np.maximum.reduceat(high[corners].astype(np.int32), starts)
+    mesh.polygons.foreach_set("material_index", index.astype(np.int32))
+
+
 def _render_defaults(scene, resolution=(640, 360), samples=16):
     scene.render.engine = "CYCLES"
     scene.cycles.device = "CPU"
@@ -81,6 +134,7 @@ def box_test(frames: int = 96, flakes: int = 100_000, resolution: int = 81):
     vertices, triangles = scenes.box_test(size=20.0, block=4.0, block_height=2.0,
                                           resolution=resolution)
     terrain = mesh_object("Box Test Terrain", vertices, triangles)
+    dress_terrain(terrain, EARTH, raised=CONCRETE)
     _camera_and_light((1.0, 0.0, 0.5), 22.0, 12.0, -60.0)
     _render_defaults(scene)
     scene.frame_start, scene.frame_end = 1, frames
@@ -99,7 +153,7 @@ def box_test(frames: int = 96, flakes: int = 100_000, resolution: int = 81):
     return terrain
 
 
-def mountain_valley(frames: int = 96, flakes: int = 200_000, resolution: int = 129):
+def mountain_valley(frames: int = 96, flakes: int = 200_000, resolution: int = 256):
     """A 400 x 300 m valley between two ridges (60 m relief), a 12 m/s storm across the
     valley (+X, turning to 20 degrees): crests and windward slopes scoured, lee slopes
     loaded. Returns the terrain object."""
@@ -108,6 +162,7 @@ def mountain_valley(frames: int = 96, flakes: int = 200_000, resolution: int = 1
     vertices, triangles = scenes.mountain_valley(size_x=400.0, size_y=300.0, relief=60.0,
                                                  resolution=resolution)
     terrain = mesh_object("Valley Terrain", vertices, triangles)
+    dress_terrain(terrain, ROCK)
     _camera_and_light((0.0, 0.0, 20.0), 330.0, 140.0, -70.0, lens=32.0)
     _render_defaults(scene)
     scene.frame_start, scene.frame_end = 1, frames
@@ -179,6 +234,7 @@ def snow_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241):
     vertices, triangles = scenes.snow_fence(thickness=0.6, resolution=resolution,
                                             **_FENCE_LAYOUT)
     terrain = mesh_object("Snow Fence Terrain", vertices, triangles)
+    dress_terrain(terrain, EARTH, raised=CONCRETE)
     _fence_storm(frames, flakes)
     return terrain
 
@@ -187,15 +243,11 @@ def _fence_material(porosity: float = 0.5):
     """Weathered wood boards with open gaps between them for the porous fence's plane: a
     horizontal saw wave in object space (0.31 m from board to board), the share
     ``porosity`` of it transparent, so the render shows a slatted fence."""
-    material = bpy.data.materials.new("Snow Fence Slats")
-    material.diffuse_color = (0.23, 0.14, 0.08, 1.0)
-    tree = node_tree(material)
-    nodes, links = tree.nodes, tree.links
-    principled = next((n for n in nodes if n.type == "BSDF_PRINCIPLED"), None)
-    output = next((n for n in nodes if n.type == "OUTPUT_MATERIAL"), None)
+    material, principled, output = principled_material("Snow Fence Slats",
+                                                       (0.23, 0.14, 0.08, 1.0))
     if principled is None or output is None:
         return material
-    principled.inputs["Base Color"].default_value = (0.23, 0.14, 0.08, 1.0)
+    nodes, links = material.node_tree.nodes, material.node_tree.links
     principled.inputs["Roughness"].default_value = 0.8
     coordinates = nodes.new("ShaderNodeTexCoord")
     wave = nodes.new("ShaderNodeTexWave")
@@ -225,6 +277,7 @@ def porous_fence(frames: int = 96, flakes: int = 150_000, resolution: int = 241)
     (vertices, triangles), (fence_vertices, fence_triangles) = scenes.porous_fence(
         resolution=resolution, **_FENCE_LAYOUT)
     terrain = mesh_object("Porous Fence Ground", vertices, triangles)
+    dress_terrain(terrain, EARTH)
     fences = bpy.data.collections.new(FENCE_COLLECTION)
     scene.collection.children.link(fences)
     fence = mesh_object("Porous Fence", fence_vertices, fence_triangles, collection=fences)
@@ -244,6 +297,7 @@ def ridge(frames: int = 96, flakes: int = 200_000, resolution: int = 241):
     vertices, triangles = scenes.ridge(size_x=240.0, size_y=120.0, height=20.0,
                                        half_width=30.0, resolution=resolution)
     terrain = mesh_object("Ridge Terrain", vertices, triangles)
+    dress_terrain(terrain, ROCK)
     _camera_and_light((10.0, 0.0, 6.0), 160.0, 60.0, -50.0, lens=32.0)
     _render_defaults(scene)
     scene.frame_start, scene.frame_end = 1, frames

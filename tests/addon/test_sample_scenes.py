@@ -67,3 +67,30 @@ def test_porous_fence_scene_builds_and_bakes_with_its_fence(addon, tmp_path):
     assert snow_surface.read_depth_frame(3).max() > 0.0
     meta = read_meta(scene_cache_folder(str(tmp_path), scene))
     assert meta["fences"] == [{"porosity": pytest.approx(0.5), "triangles": 2}]
+
+
+@pytest.mark.parametrize("name", ["box_test", "mountain_valley", "snow_fence"])
+def test_sample_terrains_are_dressed_so_bare_ground_shows(addon, name):
+    """Every face of a sample terrain has a ground material far darker than the snow
+    (bare, scoured ground reads in a render); the box test's block and the solid fence
+    have their own (concrete) material on exactly the faces that rise off the ground."""
+    import numpy as np
+
+    terrain = build(name, frames=3, flakes=1000, resolution=33)
+    mesh = terrain.data
+    assert len(mesh.materials) == (1 if name == "mountain_valley" else 2)
+    ground = mesh.materials[0]
+    ramp = next(n for n in ground.node_tree.nodes if n.type == "VALTORGB")
+    for element in ramp.color_ramp.elements:   # far darker than the snow's 0.9 albedo
+        assert max(element.color[:3]) < 0.3
+    principled = next(n for n in ground.node_tree.nodes if n.type == "BSDF_PRINCIPLED")
+    assert principled.inputs["Base Color"].links[0].from_node == ramp
+    index = np.array([p.material_index for p in mesh.polygons])
+    if name != "mountain_valley":
+        raised = np.array([max(mesh.vertices[v].co.z for v in p.vertices) > 0.05
+                           for p in mesh.polygons])
+        assert raised.any() and (~raised).any()
+        np.testing.assert_array_equal(index, raised.astype(int))
+        assert "Block" in mesh.materials[1].name
+    else:
+        assert (index == 0).all()
