@@ -13,7 +13,7 @@ from snowfall.kernels.reference import wind as ref_wind
 from snowfall.snow_addon import Simulation, SnowSettings
 from snowfall.snow_addon import drift as drift_model
 from snowfall.snow_addon.errors import SnowInputError
-from snowfall.snow_addon.scenes import box_test, grid_mesh, snow_fence
+from snowfall.snow_addon.scenes import box_test, grid_mesh, ridge, snow_fence
 
 
 def _random_case(seed, nz=6, ny=7, nx=9, hy=23, hx=31):
@@ -633,6 +633,44 @@ def test_a_long_solid_fence_has_a_lee_drift_that_ends_downwind():
     lee, beyond = mean(0.3, 10), mean(15, 20)
     assert beyond < 0.8 * lee           # a lee drift, which ends before 15 H
     assert diagnostics.deposited_volume == pytest.approx(diagnostics.snow_volume, rel=1e-4)
+
+
+@pytest.mark.slow
+def test_a_ridge_has_its_windward_slope_and_crest_scoured_and_its_lee_loaded():
+    """The validation's Agnesi ridge (H = 20 m, half-width a = 30 m, 2D) in a 20 s storm
+    at 10 m/s: with the drift the windward slope (-2a..-0.5a) and the crest's windward half
+    keep a fraction of the snow that fell, the lee shoulder (0.25-0.75a, where a cornice
+    grows) and the lee slope (0.5-2a) gather it, as on real ridges (docs/
+    drift_validation.md). Without the drift the windward slope is the snowier side.
+    (Seeds 1-3 with the drift: windward 0.43-0.54, crest's windward half 0.17-0.22,
+    shoulder 3.3-3.7, lee 2.3-2.4; seed 2 without: 1.24, 0.58, 0.01, 0.87.)"""
+    a = 30.0
+    zones = {}
+    for drift in (True, False):
+        settings = SnowSettings(wind_speed=10.0, gust_strength=0.2, gust_direction_jitter=5.0,
+                                snowfall_rate=60.0, heightmap_resolution=241,
+                                wind_cell_size=2.5, sky_height=30.0, flake_count=30_000,
+                                side_walls=True, seed=2, drift_enabled=drift)
+        sim = Simulation(settings, *ridge(size_x=240.0, size_y=10.0, height=20.0,
+                                          half_width=a, resolution=241), backend="cpu")
+        diagnostics = sim.step(480)
+        assert diagnostics.snow_volume == pytest.approx(diagnostics.deposited_volume, rel=1e-4)
+        depth = sim.snow_depth().astype(np.float64).mean(axis=0)
+        hm = sim.heightmap.grid
+        x = (hm.x0 + np.arange(hm.nx) * hm.spacing) / a
+        fell = diagnostics.deposited_volume / (np.count_nonzero(sim.heightmap.has_surface)
+                                               * hm.node_area)
+
+        def mean(lo, hi):
+            return float(depth[(x >= lo) & (x < hi)].mean()) / fell
+
+        zones[drift] = dict(windward=mean(-2.0, -0.5), crest=mean(-0.25, 0.0),
+                            shoulder=mean(0.25, 0.75), lee=mean(0.5, 2.0))
+    drifted, still = zones[True], zones[False]
+    assert drifted["windward"] < 0.7 and drifted["crest"] < 0.4, drifted
+    assert drifted["shoulder"] > 2.0 and drifted["lee"] > 1.5, drifted
+    assert drifted["lee"] > 3.0 * drifted["windward"], drifted
+    assert still["windward"] > still["lee"], still
 
 
 def test_side_walls_keep_the_side_edges_like_the_plane_between_them():
