@@ -35,6 +35,8 @@ NODE_GROUP_NAME = "Snowfall Snow Surface"
 IMAGE_NAME = "Snowfall Snow Depth"
 MATERIAL_NAME = "Snowfall Snow Surface"
 DEPTH_ATTRIBUTE = "snow_depth"
+#: The ground height (m) on the nodes while the surface is built (removed at its end).
+GROUND_ATTRIBUTE = ".snowfall_ground"
 #: Nodes with less snow than this (m) are left out of the surface (the terrain shows).
 MIN_DEPTH = 0.001
 #: Snow this deep (m) hides the ground; thinner snow fades toward transparent at MIN_DEPTH.
@@ -104,10 +106,34 @@ def ensure_node_group():
     texture.interpolation = "Closest"
     texture.extension = "EXTEND"
     channels = new("FunctionNodeSeparateColor")
+    # The image is sampled once: depth and ground are stored on the points and read back.
+    store = new("GeometryNodeStoreNamedAttribute")
+    store.data_type, store.domain = "FLOAT", "POINT"
+    store.inputs["Name"].default_value = DEPTH_ATTRIBUTE
+    store_ground = new("GeometryNodeStoreNamedAttribute")
+    store_ground.data_type, store_ground.domain = "FLOAT", "POINT"
+    store_ground.inputs["Name"].default_value = GROUND_ATTRIBUTE
+    depth = new("GeometryNodeInputNamedAttribute")
+    depth.data_type = "FLOAT"
+    depth.inputs["Name"].default_value = DEPTH_ATTRIBUTE
+    ground = new("GeometryNodeInputNamedAttribute")
+    ground.data_type = "FLOAT"
+    ground.inputs["Name"].default_value = GROUND_ATTRIBUTE
     ground_to_units = new("ShaderNodeMath")
     ground_to_units.operation = "MULTIPLY"
     ground_up = new("ShaderNodeCombineXYZ")
     set_ground = new("GeometryNodeSetPosition")
+    no_ground = new("FunctionNodeCompare")
+    no_ground.data_type, no_ground.operation = "FLOAT", "LESS_THAN"
+    no_ground.inputs[1].default_value = NO_GROUND
+    delete = new("GeometryNodeDeleteGeometry")
+    delete.domain = "POINT"
+    thin = new("FunctionNodeCompare")
+    thin.data_type, thin.operation = "FLOAT", "LESS_THAN"
+    thin_nodes = new("GeometryNodeFieldOnDomain")
+    thin_nodes.domain, thin_nodes.data_type = "POINT", "BOOLEAN"
+    delete_thin = new("GeometryNodeDeleteGeometry")
+    delete_thin.domain, delete_thin.mode = "FACE", "ALL"
     # Cliff edges: |dz| / |edge| of the ground above sin(Max Ground Slope).
     edge_ends = new("GeometryNodeInputMeshEdgeVertices")
     edge_vector = new("ShaderNodeVectorMath")
@@ -122,32 +148,15 @@ def ensure_node_group():
     slope_sine = new("ShaderNodeMath")
     slope_sine.operation = "SINE"
     cliff = new("FunctionNodeCompare")
-    cliff.data_type = "FLOAT"
-    cliff.operation = "GREATER_THAN"
+    cliff.data_type, cliff.operation = "FLOAT", "GREATER_THAN"
     cut_cliffs = new("GeometryNodeDeleteGeometry")
-    cut_cliffs.domain = "EDGE"
-    cut_cliffs.mode = "EDGE_FACE"
+    cut_cliffs.domain, cut_cliffs.mode = "EDGE", "EDGE_FACE"
     to_units = new("ShaderNodeMath")
     to_units.operation = "MULTIPLY"
     up = new("ShaderNodeCombineXYZ")
     set_position = new("GeometryNodeSetPosition")
-    store = new("GeometryNodeStoreNamedAttribute")
-    store.data_type = "FLOAT"
-    store.domain = "POINT"
-    store.inputs["Name"].default_value = DEPTH_ATTRIBUTE
-    thin = new("FunctionNodeCompare")
-    thin.data_type = "FLOAT"
-    thin.operation = "LESS_THAN"
-    no_ground = new("FunctionNodeCompare")
-    no_ground.data_type = "FLOAT"
-    no_ground.operation = "LESS_THAN"
-    no_ground.inputs[1].default_value = NO_GROUND
-    thin_nodes = new("GeometryNodeFieldOnDomain")
-    thin_nodes.domain, thin_nodes.data_type = "POINT", "BOOLEAN"
-    delete = new("GeometryNodeDeleteGeometry")
-    delete.domain = "POINT"
-    delete_thin = new("GeometryNodeDeleteGeometry")
-    delete_thin.domain, delete_thin.mode = "FACE", "ALL"
+    drop_ground = new("GeometryNodeRemoveAttribute")
+    drop_ground.inputs["Name"].default_value = GROUND_ATTRIBUTE
     smooth = new("GeometryNodeSetShadeSmooth")
     set_material = new("GeometryNodeSetMaterial")
 
@@ -166,17 +175,32 @@ def ensure_node_group():
     links.new(group_in.outputs["Origin"], half.inputs[2])
     links.new(grid.outputs["Mesh"], move.inputs["Geometry"])
     links.new(half.outputs["Vector"], move.inputs["Translation"])
-    # Depth and ground of each node from the frame's image.
+    # Depth and ground of each node from the frame's image, stored on the nodes.
     links.new(group_in.outputs["Image"], texture.inputs["Image"])
     links.new(grid.outputs["UV Map"], texture.inputs["Vector"])
     links.new(clamp.outputs["Result"], texture.inputs["Frame"])
     links.new(texture.outputs["Color"], channels.inputs["Color"])
-    # Nodes on the ground first, cliff edges cut there, then raised by the snow's depth.
-    links.new(channels.outputs["Green"], ground_to_units.inputs[0])
+    links.new(move.outputs["Geometry"], store.inputs["Geometry"])
+    links.new(channels.outputs["Red"], store.inputs["Value"])
+    links.new(store.outputs["Geometry"], store_ground.inputs["Geometry"])
+    links.new(channels.outputs["Green"], store_ground.inputs["Value"])
+    # Nodes on the ground first; then the nodes without ground and the faces whose corners
+    # all have less than Min Depth of snow go (a face with one snowy corner stays: the
+    # material fades it to its thin corners, so a bare patch has no hard edge); the cliff
+    # edges are cut from what is left, and the nodes raised by the snow's depth.
+    links.new(ground.outputs["Attribute"], ground_to_units.inputs[0])
     links.new(group_in.outputs["Units per Metre"], ground_to_units.inputs[1])
     links.new(ground_to_units.outputs[0], ground_up.inputs["Z"])
-    links.new(move.outputs["Geometry"], set_ground.inputs["Geometry"])
+    links.new(store_ground.outputs["Geometry"], set_ground.inputs["Geometry"])
     links.new(ground_up.outputs["Vector"], set_ground.inputs["Offset"])
+    links.new(ground.outputs["Attribute"], no_ground.inputs[0])
+    links.new(set_ground.outputs["Geometry"], delete.inputs["Geometry"])
+    links.new(no_ground.outputs["Result"], delete.inputs["Selection"])
+    links.new(depth.outputs["Attribute"], thin.inputs[0])
+    links.new(group_in.outputs["Min Depth"], thin.inputs[1])
+    links.new(thin.outputs["Result"], _typed(thin_nodes.inputs, "BOOLEAN"))
+    links.new(delete.outputs["Geometry"], delete_thin.inputs["Geometry"])
+    links.new(_typed(thin_nodes.outputs, "BOOLEAN"), delete_thin.inputs["Selection"])
     links.new(edge_ends.outputs["Position 2"], edge_vector.inputs[0])
     links.new(edge_ends.outputs["Position 1"], edge_vector.inputs[1])
     links.new(edge_vector.outputs["Vector"], edge_direction.inputs[0])
@@ -186,36 +210,25 @@ def ensure_node_group():
     links.new(slope_radians.outputs[0], slope_sine.inputs[0])
     links.new(edge_rise.outputs[0], cliff.inputs[0])
     links.new(slope_sine.outputs[0], cliff.inputs[1])
-    links.new(set_ground.outputs["Geometry"], cut_cliffs.inputs["Geometry"])
+    links.new(delete_thin.outputs["Geometry"], cut_cliffs.inputs["Geometry"])
     links.new(cliff.outputs["Result"], cut_cliffs.inputs["Selection"])
-    links.new(channels.outputs["Red"], to_units.inputs[0])
+    links.new(depth.outputs["Attribute"], to_units.inputs[0])
     links.new(group_in.outputs["Units per Metre"], to_units.inputs[1])
     links.new(to_units.outputs[0], up.inputs["Z"])
     links.new(cut_cliffs.outputs["Geometry"], set_position.inputs["Geometry"])
     links.new(up.outputs["Vector"], set_position.inputs["Offset"])
-    links.new(set_position.outputs["Geometry"], store.inputs["Geometry"])
-    links.new(channels.outputs["Red"], store.inputs["Value"])
-    # Leave out nodes without ground, and faces whose corners all have less than Min
-    # Depth of snow (a face with one snowy corner stays: the material fades it to its
-    # thin corners, so a bare patch has no hard edge).
-    links.new(channels.outputs["Red"], thin.inputs[0])
-    links.new(group_in.outputs["Min Depth"], thin.inputs[1])
-    links.new(channels.outputs["Green"], no_ground.inputs[0])
-    links.new(store.outputs["Geometry"], delete.inputs["Geometry"])
-    links.new(no_ground.outputs["Result"], delete.inputs["Selection"])
-    links.new(thin.outputs["Result"], _typed(thin_nodes.inputs, "BOOLEAN"))
-    links.new(delete.outputs["Geometry"], delete_thin.inputs["Geometry"])
-    links.new(_typed(thin_nodes.outputs, "BOOLEAN"), delete_thin.inputs["Selection"])
-    links.new(delete_thin.outputs["Geometry"], smooth.inputs["Geometry"])
+    links.new(set_position.outputs["Geometry"], drop_ground.inputs["Geometry"])
+    links.new(drop_ground.outputs["Geometry"], smooth.inputs["Geometry"])
     links.new(smooth.outputs["Geometry"], set_material.inputs["Geometry"])
     links.new(group_in.outputs["Material"], set_material.inputs["Material"])
     links.new(set_material.outputs["Geometry"], group_out.inputs["Geometry"])
     for index, node in enumerate((group_in, time, rounded, clamp, size_xyz, grid, half, move,
-                                  texture, channels, ground_to_units, ground_up, set_ground,
-                                  edge_ends, edge_vector, edge_direction, edge_xyz, edge_rise,
-                                  slope_radians, slope_sine, cliff, cut_cliffs, to_units, up,
-                                  set_position, store, thin, no_ground, thin_nodes, delete, delete_thin, smooth,
-                                  set_material, group_out)):
+                                  texture, channels, store, store_ground, depth, ground,
+                                  ground_to_units, ground_up, set_ground, no_ground, delete,
+                                  thin, thin_nodes, delete_thin, edge_ends, edge_vector,
+                                  edge_direction, edge_xyz, edge_rise, slope_radians,
+                                  slope_sine, cliff, cut_cliffs, to_units, up, set_position,
+                                  drop_ground, smooth, set_material, group_out)):
         node.location = (200 * index, 0)
     return group
 

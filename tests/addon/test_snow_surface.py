@@ -226,6 +226,7 @@ def _surface_mesh(depsgraph):
         mesh.attributes[snow_surface.DEPTH_ATTRIBUTE].data.foreach_get("value", depth)
         edges = np.array([tuple(e.vertices) for e in mesh.edges], np.int64).reshape(-1, 2)
         faces = [tuple(p.vertices) for p in mesh.polygons]
+        assert snow_surface.GROUND_ATTRIBUTE not in mesh.attributes   # a build-time helper
     finally:
         obj.to_mesh_clear()
     return positions[:, 2] - depth, edges, faces, positions
@@ -292,3 +293,20 @@ def test_a_file_baked_earlier_gets_the_new_surface_when_baked_again(addon, tools
     assert old_group.name != snow_surface.NODE_GROUP_NAME
     material = bpy.data.materials[snow_surface.MATERIAL_NAME]
     assert material != old_material and material.node_tree.nodes.get("Full Cover Depth")
+
+
+def test_surface_evaluation_benchmark_runs_and_reports(tools):
+    """benchmarks/snow_surface_eval.py (docs/benchmarks.md) bakes, covers every node and
+    times the surface: at 48 x 48 nodes under snow everywhere only the block's walls are
+    cut."""
+    import re
+
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks",
+                          "snow_surface_eval.py")
+    out = tools.run_python(f"import sys; sys.argv = ['x', '--size', '48', '--cover', '0.05', "
+                           f"'--repeats', '2']; exec(open({os.path.abspath(script)!r}).read())")
+    match = re.search(r"48 x 48 heightmap under 0.05 m of snow: ([\d,]+) vertices, "
+                      r"([\d,]+) faces; evaluation (\d+) ms", out)
+    assert match, out[-2000:]
+    vertices, faces = (int(match.group(i).replace(",", "")) for i in (1, 2))
+    assert vertices == 48 * 48 and 0.8 * 47 * 47 < faces < 47 * 47
