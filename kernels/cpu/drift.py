@@ -63,11 +63,16 @@ def _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y, scoured, scour, approach_
                 if factor > np.float32(1.0):
                     speed = np.float32(math.sqrt(np.float32(np.float32(wx * wx)
                                                             + np.float32(wy * wy))))
-                    along = np.float32(np.float32(wx * heading_x) + np.float32(wy * heading_y))
+                    deficit = max(np.float32(approach_speed - speed), np.float32(0.0))
+                    vx = np.float32(wx + np.float32(deficit * heading_x))
+                    vy = np.float32(wy + np.float32(deficit * heading_y))
+                    length = np.float32(math.sqrt(np.float32(np.float32(vx * vx)
+                                                             + np.float32(vy * vy))))
+                    along = np.float32(np.float32(vx * heading_x) + np.float32(vy * heading_y))
                     dx, dy = heading_x, heading_y
-                    if speed > 0 and along > 0:
-                        dx = np.float32(wx / speed)
-                        dy = np.float32(wy / speed)
+                    if length > 0 and along > 0:
+                        dx = np.float32(vx / length)
+                        dy = np.float32(vy / length)
                     magnitude = np.float32(factor * max(speed, approach_speed))
                     wx = np.float32(dx * magnitude)
                     wy = np.float32(dy * magnitude)

@@ -50,11 +50,16 @@ extern "C" __global__ void surface_wind(const float* __restrict__ u, const float
         float factor = scour[t];
         if (factor > 1.0f) {
             float speed = sqrtf(wx * wx + wy * wy);
-            float along = wx * heading_x + wy * heading_y;
+            // as np.maximum(approach - speed, 0) and Numba's max: a NaN stays NaN
+            float gap = approach_speed - speed;
+            float deficit = gap < 0.0f ? 0.0f : gap;
+            float vx = wx + deficit * heading_x, vy = wy + deficit * heading_y;
+            float length = sqrtf(vx * vx + vy * vy);
+            float along = vx * heading_x + vy * heading_y;
             float dx = heading_x, dy = heading_y;
-            if (speed > 0.0f && along > 0.0f) {
-                dx = wx / speed;
-                dy = wy / speed;
+            if (length > 0.0f && along > 0.0f) {
+                dx = vx / length;
+                dy = vy / length;
             }
             // not fmaxf: it drops a NaN speed, np.maximum and Numba's max keep it
             float magnitude = factor * (approach_speed > speed ? approach_speed : speed);

@@ -52,8 +52,12 @@ def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None, approach_speed=
     (scour > 1) gets scour * max(speed, ``approach_speed``) (m/s, the open fetch's surface
     wind): the vortex amplifies the bed stress of the approaching flow, not that of the
     air stagnating at the obstacle's face, whose resolved speed is near 0. Its direction
-    is the resolved wind's where that blows along the unit heading (heading_x, heading_y),
-    else the heading. Other columns keep the resolved wind (times scour = 1)."""
+    is that of the resolved wind plus the unit heading (heading_x, heading_y) times the
+    speed it lacks of ``approach_speed`` (where that sum blows along the heading, else the
+    heading): the approach flow's direction where the resolved air stagnates, whose own
+    direction there is noise (amplified to the approach flow's speed, it blew the snow
+    along a fence's foot into cones), the resolved wind's where it is as fast. Other
+    columns keep the resolved wind (times scour = 1)."""
     fu, fv, fw = (np.asarray(f, F32) for f in fractions)
     nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
     cell_open = (((fu[:, :, :-1] + fu[:, :, 1:]) + (fv[:, :-1, :] + fv[:, 1:, :]))
@@ -80,11 +84,16 @@ def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None, approach_speed=
     if scour is not None:
         hx, hy = F32(heading_x), F32(heading_y)
         speed = np.sqrt(((wx * wx).astype(F32) + (wy * wy).astype(F32)).astype(F32)).astype(F32)
-        along = ((wx * hx).astype(F32) + (wy * hy).astype(F32)).astype(F32)
-        resolved = (speed > 0) & (along > 0)
-        safe = np.where(resolved, speed, F32(1))
-        dx = np.where(resolved, (wx / safe).astype(F32), hx).astype(F32)
-        dy = np.where(resolved, (wy / safe).astype(F32), hy).astype(F32)
+        # the direction: the resolved wind plus the approach flow's share that it lacks
+        deficit = np.maximum((F32(approach_speed) - speed).astype(F32), F32(0)).astype(F32)
+        vx = (wx + (deficit * hx).astype(F32)).astype(F32)
+        vy = (wy + (deficit * hy).astype(F32)).astype(F32)
+        length = np.sqrt(((vx * vx).astype(F32) + (vy * vy).astype(F32)).astype(F32)).astype(F32)
+        along = ((vx * hx).astype(F32) + (vy * hy).astype(F32)).astype(F32)
+        resolved = (length > 0) & (along > 0)
+        safe = np.where(resolved, length, F32(1))
+        dx = np.where(resolved, (vx / safe).astype(F32), hx).astype(F32)
+        dy = np.where(resolved, (vy / safe).astype(F32), hy).astype(F32)
         magnitude = (scour * np.maximum(speed, F32(approach_speed))).astype(F32)
         band = scour > F32(1)
         wx = np.where(band, (dx * magnitude).astype(F32), (wx * scour).astype(F32))

@@ -372,18 +372,25 @@ def test_numba_shelter_kernels_match_reference_bit_for_bit(seed):
     np.testing.assert_array_equal(fluxes[0], fluxes[2])
     np.testing.assert_array_equal(fluxes[1], fluxes[3])
     # under the vortex: scour times the larger of the resolved and the approach speed,
-    # along the resolved wind where it blows with the heading, else along the heading
+    # along the resolved wind plus the heading times the speed it lacks of the approach
+    # flow's, where that blows with the heading, else along the heading
     ref.surface_wind(u, v, w, fractions, fluxes[2], fluxes[3])
     band = scour[0] > 1
     plain_speed = np.hypot(fluxes[2], fluxes[3])
     np.testing.assert_array_equal(fluxes[0][~band], fluxes[2][~band])
     np.testing.assert_allclose(np.hypot(fluxes[0], fluxes[1])[band],
                                (scour[0] * np.maximum(plain_speed, 1.5))[band], rtol=1e-5)
-    with_heading = fluxes[2] * heading[0] + fluxes[3] * heading[1] > 0
+    deficit = np.maximum(1.5 - plain_speed, 0.0)
+    direction = np.stack([fluxes[2] + deficit * heading[0], fluxes[3] + deficit * heading[1]])
+    with_heading = direction[0] * heading[0] + direction[1] * heading[1] > 0
     unit = np.stack([fluxes[0], fluxes[1]]) / np.hypot(fluxes[0], fluxes[1])
     np.testing.assert_allclose(unit[:, band & with_heading],
-                               (np.stack([fluxes[2], fluxes[3]]) / plain_speed)[:, band & with_heading],
+                               (direction / np.hypot(*direction))[:, band & with_heading],
                                atol=1e-5)
+    fast = band & (plain_speed > 1.5) & with_heading       # as fast as the approach flow:
+    assert fast.any()                                       # the resolved wind's direction
+    np.testing.assert_allclose(unit[:, fast], (np.stack([fluxes[2], fluxes[3]])
+                                               / plain_speed)[:, fast], atol=1e-5)
     np.testing.assert_allclose(unit[:, band & ~with_heading].T,
                                np.broadcast_to(heading, (int((band & ~with_heading).sum()), 2)),
                                atol=1e-5)
@@ -531,6 +538,33 @@ def _saltation_around_a_block(leg):
         snow, spare = spare, snow
     total = np.sum(snow, dtype=np.float64)
     return snow, total / (0.1 * snow.size)
+
+
+@pytest.mark.parametrize("module", [ref, cpu])
+def test_under_the_vortex_stagnant_air_drifts_along_the_approach_flow(module):
+    """Against a wall the resolved air stagnates and its direction is noise: a column
+    under the vortex whose resolved wind is slow (0.05 m/s along the storm, 0.5 across)
+    drifts along the approach flow, within 7 degrees of the heading (it drifted 84 degrees
+    off it, along the wall's foot, and piled cones there: docs/drift.md); one whose
+    resolved wind is as fast as the approach flow keeps its own direction."""
+    nz, ny, nx = 3, 2, 2
+    for (u0, v0), expect in (((0.05, 0.5), None), ((3.0, 5.0), (3.0, 5.0))):
+        u = np.full((nz, ny, nx + 1), u0, np.float32)
+        v = np.full((nz, ny + 1, nx), v0, np.float32)
+        w = np.zeros((nz + 1, ny, nx), np.float32)
+        fractions = (np.ones(u.shape, np.float32), np.ones(v.shape, np.float32),
+                     np.ones(w.shape, np.float32))
+        wind_x, wind_y = np.zeros((ny, nx), np.float32), np.zeros((ny, nx), np.float32)
+        scour = np.full((ny, nx), 1.69, np.float32)
+        module.surface_wind(u, v, w, fractions, wind_x, wind_y, scour, 5.0, 1.0, 0.0)
+        angle = np.degrees(np.arctan2(wind_y, wind_x))
+        speed = np.hypot(wind_x, wind_y)
+        np.testing.assert_allclose(speed, 1.69 * max(5.0, np.hypot(u0, v0)), rtol=1e-5)
+        if expect is None:
+            assert (np.abs(angle) < 7.0).all(), angle
+        else:
+            np.testing.assert_allclose(angle, np.degrees(np.arctan2(expect[1], expect[0])),
+                                       atol=1e-3)
 
 
 def test_horseshoe_vortex_scours_the_windward_corners_and_its_legs_carry_the_snow_on():
