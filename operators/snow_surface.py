@@ -106,7 +106,8 @@ def ensure_node_group():
     texture.interpolation = "Closest"
     texture.extension = "EXTEND"
     channels = new("FunctionNodeSeparateColor")
-    # The image is sampled once: depth and ground are stored on the points and read back.
+    # The image is sampled twice (once per stored channel), not once per node that needs a
+    # channel: depth and ground are stored on the points and read back.
     store = new("GeometryNodeStoreNamedAttribute")
     store.data_type, store.domain = "FLOAT", "POINT"
     store.inputs["Name"].default_value = DEPTH_ATTRIBUTE

@@ -90,7 +90,7 @@ def ground_material(name: str, dark, light, scale: float = 0.5):
 
 
 #: Sample terrains' materials: earth and dry grass on the plains, rock in the mountains,
-#: grey concrete for the box test's block (dark, light RGB).
+#: grey concrete for the box test's block and the solid fence (dark, light RGB).
 EARTH = ((0.07, 0.05, 0.035), (0.16, 0.13, 0.07))
 ROCK = ((0.08, 0.075, 0.07), (0.22, 0.20, 0.18))
 CONCRETE = ((0.30, 0.30, 0.29), (0.42, 0.42, 0.40))
@@ -99,7 +99,7 @@ CONCRETE = ((0.30, 0.30, 0.29), (0.42, 0.42, 0.40))
 def dress_terrain(obj, ground, raised=None, raised_above: float = 0.05) -> None:
     """Give a sample terrain its materials: ``ground`` (a (dark, light) pair) everywhere,
     ``raised`` on the faces with a vertex more than ``raised_above`` metres above the
-    ground level (the box test's block)."""
+    ground level (the box test's block, the solid fence)."""
     mesh = obj.data
     mesh.materials.append(ground_material(f"{obj.name} Ground", *ground))
     if raised is None:
