@@ -3,8 +3,9 @@ frame with Cycles to a PNG.
 
     python -m snowfall.sample_scenes.demo --scene box_test --frames 48 --out out/box_test.png
 
-Needs the bpy module (``pip install bpy==5.0.*``) and this package. The baked .blend is
-saved beside the PNG; it renders in any Blender 5.0 without the add-on.
+Needs the bpy module (``bash tools/setup.sh`` installs bpy 5.2 LTS; 4.2-5.1 work too, see
+docs/addon.md) and this package. The baked .blend is saved beside the PNG, its cache
+folder beside it; it renders without the add-on in the Blender release that saved it.
 """
 from __future__ import annotations
 
