@@ -142,6 +142,23 @@ def principled_material(name: str, base_color):
     return material, principled, output
 
 
+def transparent_where(material, principled, output, factor, transparent_at: float):
+    """Wire ``material``'s surface as its Principled BSDF mixed with a transparent one by the
+    socket ``factor``: fully transparent where ``factor`` is ``transparent_at`` (0 or 1), the
+    Principled BSDF at the other end."""
+    tree = node_tree(material)
+    nodes, links = tree.nodes, tree.links
+    transparent = nodes.new("ShaderNodeBsdfTransparent")
+    mix = nodes.new("ShaderNodeMixShader")
+    links.new(factor, mix.inputs["Fac"])
+    first, second = ((transparent, principled) if transparent_at == 0 else
+                     (principled, transparent))
+    links.new(first.outputs["BSDF"], mix.inputs[1])
+    links.new(second.outputs["BSDF"], mix.inputs[2])
+    links.new(mix.outputs["Shader"], output.inputs["Surface"])
+    return mix
+
+
 #: The bpy module (no Blender binary) of 4.2 and 4.5 dies at process exit once an add-on
 #: has registered property callbacks (poll/update): 4.2 with SIGSEGV, 4.5 hangs, both in
 #: C++ static destructors that call into the finalized interpreter. A real Blender is

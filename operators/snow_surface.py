@@ -26,7 +26,8 @@ import os
 
 import bpy
 
-from ..blender_compat import get_modifier_input, principled_material, set_modifier_input
+from ..blender_compat import (get_modifier_input, principled_material, set_modifier_input,
+                              transparent_where)
 from ..snow_addon import bake_cache
 from . import snow_output
 
@@ -62,6 +63,22 @@ def _socket(group, name, in_out, socket_type, default=None, description=""):
 def _typed(sockets, socket_type):
     """The enabled socket of ``socket_type`` (4.2 keeps one socket per type on some nodes)."""
     return next(s for s in sockets if s.enabled and s.type == socket_type)
+
+
+def _raise_nodes(new, links, geometry, metres, units):
+    """Set Position nodes that lift ``geometry`` (a socket) by ``metres`` (a field socket, m)
+    times ``units`` (scene units per metre): (multiply, combine, set position); the set
+    position's output is the raised geometry."""
+    to_units = new("ShaderNodeMath")
+    to_units.operation = "MULTIPLY"
+    up = new("ShaderNodeCombineXYZ")
+    set_position = new("GeometryNodeSetPosition")
+    links.new(metres, to_units.inputs[0])
+    links.new(units, to_units.inputs[1])
+    links.new(to_units.outputs[0], up.inputs["Z"])
+    links.new(geometry, set_position.inputs["Geometry"])
+    links.new(up.outputs["Vector"], set_position.inputs["Offset"])
+    return to_units, up, set_position
 
 
 def ensure_node_group():
@@ -120,10 +137,6 @@ def ensure_node_group():
     ground = new("GeometryNodeInputNamedAttribute")
     ground.data_type = "FLOAT"
     ground.inputs["Name"].default_value = GROUND_ATTRIBUTE
-    ground_to_units = new("ShaderNodeMath")
-    ground_to_units.operation = "MULTIPLY"
-    ground_up = new("ShaderNodeCombineXYZ")
-    set_ground = new("GeometryNodeSetPosition")
     no_ground = new("FunctionNodeCompare")
     no_ground.data_type, no_ground.operation = "FLOAT", "LESS_THAN"
     no_ground.inputs[1].default_value = NO_GROUND
@@ -152,10 +165,6 @@ def ensure_node_group():
     cliff.data_type, cliff.operation = "FLOAT", "GREATER_THAN"
     cut_cliffs = new("GeometryNodeDeleteGeometry")
     cut_cliffs.domain, cut_cliffs.mode = "EDGE", "EDGE_FACE"
-    to_units = new("ShaderNodeMath")
-    to_units.operation = "MULTIPLY"
-    up = new("ShaderNodeCombineXYZ")
-    set_position = new("GeometryNodeSetPosition")
     drop_ground = new("GeometryNodeRemoveAttribute")
     drop_ground.inputs["Name"].default_value = GROUND_ATTRIBUTE
     smooth = new("GeometryNodeSetShadeSmooth")
@@ -189,11 +198,9 @@ def ensure_node_group():
     # all have less than Min Depth of snow go (a face with one snowy corner stays: the
     # material fades it to its thin corners, so a bare patch has no hard edge); the cliff
     # edges are cut from what is left, and the nodes raised by the snow's depth.
-    links.new(ground.outputs["Attribute"], ground_to_units.inputs[0])
-    links.new(group_in.outputs["Units per Metre"], ground_to_units.inputs[1])
-    links.new(ground_to_units.outputs[0], ground_up.inputs["Z"])
-    links.new(store_ground.outputs["Geometry"], set_ground.inputs["Geometry"])
-    links.new(ground_up.outputs["Vector"], set_ground.inputs["Offset"])
+    units = group_in.outputs["Units per Metre"]
+    ground_to_units, ground_up, set_ground = _raise_nodes(
+        new, links, store_ground.outputs["Geometry"], ground.outputs["Attribute"], units)
     links.new(ground.outputs["Attribute"], no_ground.inputs[0])
     links.new(set_ground.outputs["Geometry"], delete.inputs["Geometry"])
     links.new(no_ground.outputs["Result"], delete.inputs["Selection"])
@@ -213,11 +220,8 @@ def ensure_node_group():
     links.new(slope_sine.outputs[0], cliff.inputs[1])
     links.new(delete_thin.outputs["Geometry"], cut_cliffs.inputs["Geometry"])
     links.new(cliff.outputs["Result"], cut_cliffs.inputs["Selection"])
-    links.new(depth.outputs["Attribute"], to_units.inputs[0])
-    links.new(group_in.outputs["Units per Metre"], to_units.inputs[1])
-    links.new(to_units.outputs[0], up.inputs["Z"])
-    links.new(cut_cliffs.outputs["Geometry"], set_position.inputs["Geometry"])
-    links.new(up.outputs["Vector"], set_position.inputs["Offset"])
+    to_units, up, set_position = _raise_nodes(
+        new, links, cut_cliffs.outputs["Geometry"], depth.outputs["Attribute"], units)
     links.new(set_position.outputs["Geometry"], drop_ground.inputs["Geometry"])
     links.new(drop_ground.outputs["Geometry"], smooth.inputs["Geometry"])
     links.new(smooth.outputs["Geometry"], set_material.inputs["Geometry"])
@@ -263,12 +267,7 @@ def ensure_material():
     cover.inputs["From Min"].default_value = MIN_DEPTH
     links.new(depth.outputs["Fac"], cover.inputs["Value"])
     links.new(full.outputs[0], cover.inputs["From Max"])
-    transparent = nodes.new("ShaderNodeBsdfTransparent")
-    mix = nodes.new("ShaderNodeMixShader")
-    links.new(cover.outputs["Result"], mix.inputs["Fac"])
-    links.new(transparent.outputs["BSDF"], mix.inputs[1])
-    links.new(principled.outputs["BSDF"], mix.inputs[2])
-    links.new(mix.outputs["Shader"], output.inputs["Surface"])
+    transparent_where(material, principled, output, cover.outputs["Result"], transparent_at=0)
     return material
 
 

@@ -9,7 +9,7 @@ import bpy
 import numpy as np
 from mathutils import Vector
 
-from ..blender_compat import node_tree, principled_material
+from ..blender_compat import node_tree, principled_material, transparent_where
 from ..snow_addon import scenes
 
 
@@ -258,12 +258,7 @@ def _fence_material(porosity: float = 0.5):
     gap.operation = "LESS_THAN"
     gap.inputs[1].default_value = porosity
     links.new(wave.outputs["Fac"], gap.inputs[0])
-    transparent = nodes.new("ShaderNodeBsdfTransparent")
-    mix = nodes.new("ShaderNodeMixShader")
-    links.new(gap.outputs["Value"], mix.inputs["Fac"])
-    links.new(principled.outputs["BSDF"], mix.inputs[1])
-    links.new(transparent.outputs["BSDF"], mix.inputs[2])
-    links.new(mix.outputs["Shader"], output.inputs["Surface"])
+    transparent_where(material, principled, output, gap.outputs["Value"], transparent_at=1)
     return material
 
 
