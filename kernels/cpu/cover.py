@@ -7,7 +7,7 @@ from ..reference.cover import (FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS,  # no
                                landing_units)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _deposit(hit_counts, scale, has_surface, snow_depth, footprint, factor):
     ny, nx = hit_counts.shape
     for j in numba.prange(ny):
@@ -65,7 +65,7 @@ def _pair(height, has_surface, snow_depth, ja, ia, jb, ib, threshold, min_depth,
                       threshold, min_depth, fraction)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def redistribute(height, has_surface, snow_depth, threshold, min_depth, fraction, snow_out):
     """See kernels.reference.cover.redistribute (each node recomputes its four pair fluxes)."""
     ny, nx = snow_depth.shape

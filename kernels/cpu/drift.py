@@ -32,7 +32,7 @@ def surface_wind(u, v, w, fractions, wind_x, wind_y, scour=None, approach_speed=
                   np.float32(heading_x), np.float32(heading_y))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _surface_wind(u, v, w, fu, fv, fw, wind_x, wind_y, scoured, scour, approach_speed,
                   heading_x, heading_y):
     nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
@@ -97,7 +97,7 @@ def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, sp
                     flux_x, flux_y, shelter, height, snow_depth, bubble_top)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, spacing,
                     has_surface, ustar_per_speed, threshold, flux_scale, heading_x, heading_y,
                     flux_x, flux_y, shelter, height, snow_depth, bubble_top):
@@ -156,7 +156,7 @@ def _between(flux, snow_depth, height, has_surface, j0, i0, j1, i1, courant, max
                  np.float32(height[j1, i1] + high), courant, max_rise)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _wrap_tail(snow_out, has_surface, face, downwind_axis, wrap):
     """The wrap faces' shares (the reference's edge_sum order: WRAP_THREADS strided partial
     sums, then a pairwise tree) into wrap[0:2], added to the receiving edges' surface
@@ -199,7 +199,7 @@ def _wrap_tail(snow_out, has_surface, face, downwind_axis, wrap):
                 snow_out[ny - 1, n] = np.float32(snow_out[ny - 1, n] + last)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
                      snow_out, downwind_axis, face):
     ny, nx = snow_depth.shape
@@ -260,14 +260,14 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
         _wrap_tail(snow_out, has_surface, face, axis, wrap)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _column_index(coordinate, origin, cell_size, count):
     index = int(math.floor(np.float32(np.float32(coordinate - np.float32(origin))
                                       * np.float32(np.float32(1.0) / np.float32(cell_size)))))
     return index if 0 <= index < count else -1
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, cell_size,
                    surface_out):
     """Highest surface (m) of the heightmap nodes in each wind column (see the reference)."""
@@ -318,7 +318,7 @@ def _upwind_surface(column_height, ox, oy, h, x, y, s, hx, hy, spread):
     return centre, (centre if centre < mean else mean)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, slope, rise,
                       edge, spread, max_distance, bubble_top):
     """Top (m) of the lee's separation bubble over each wind column (see the reference)."""
@@ -368,7 +368,7 @@ def _grid_step(component):
     return 0
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def horseshoe_vortex(column_height, cell_size, heading_x, heading_y, reach, gain, leg,
                      max_cells, scour):
     """Factor (>= 1) on the surface wind from the horseshoe vortex at the windward base of

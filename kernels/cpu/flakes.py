@@ -57,7 +57,7 @@ def _wrap(coordinate, origin, length):
     return wrapped
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                       u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
                       seed, vt_min, vt_max, spiral_radius):
@@ -181,7 +181,7 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                  reentry, np.float32(eddy_floor))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                  u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
                  hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
@@ -317,7 +317,7 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             flat_hits[hit_nodes[begin + m]] += 1
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):
     """Linear wind-cell index (k * ny + j) * nx + i of each flake (clamped), into uint32 keys."""
     inv = np.float32(1.0) / np.float32(cell_size)
@@ -342,7 +342,7 @@ def sort_permutation(keys, cell_counts, destination):
     destination[...] = result
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def scatter(source, destination, out):
     """out[destination[n]] = source[n] (4-byte words)."""
     for n in numba.prange(source.size):

@@ -13,7 +13,7 @@ from ..reference.heightmap import BARYCENTRIC_TOLERANCE, EDGE_ON_TOLERANCE, INDE
 from . import sampling
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _triangle_rows(vertices, triangles, y0, spacing, ny, row_lo, row_hi):
     """First and last node row each triangle may cover; an empty span for edge-on ones."""
     for t in numba.prange(triangles.shape[0]):
@@ -33,7 +33,7 @@ def _triangle_rows(vertices, triangles, y0, spacing, ny, row_lo, row_hi):
         row_hi[t] = min(int(math.floor((ymax - y0) / spacing + INDEX_PADDING)), ny - 1)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _bin_by_row(row_lo, row_hi, ny):
     """CSR lists of the triangles touching each node row, in triangle order."""
     offsets = np.zeros(ny + 1, dtype=np.int64)
@@ -51,7 +51,7 @@ def _bin_by_row(row_lo, row_hi, ny):
     return offsets, entries
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _rasterize_rows(vertices, triangles, offsets, entries, x0, y0, spacing, height_out,
                     has_surface_out):
     nx = height_out.shape[1]
@@ -98,7 +98,7 @@ def rasterize_top_surface(vertices, triangles, x0, y0, spacing, height_out, has_
                     height_out, has_surface_out)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def vertex_snow_depth(height, has_surface, snow_depth, x0, y0, spacing, vertices, tolerance,
                       depth_out):
     """Snow depth (m) at each vertex on the top-most surface, 0 under an overhang (see the

@@ -79,7 +79,7 @@ def face_coefficients(fractions, outflow_x_minus, outflow_x_plus, outflow_y_minu
                        outflow_y_plus, coef_x, coef_y, coef_z)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _face_coefficients(fu, fv, fw, outflow_x_minus, outflow_x_plus, outflow_y_minus,
                        outflow_y_plus, coef_x, coef_y, coef_z):
     nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
@@ -107,7 +107,7 @@ def _face_coefficients(fu, fv, fw, outflow_x_minus, outflow_x_plus, outflow_y_mi
             coef_z[k, j, i] = _encoded(c, coef_z)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, boundary_y,
                           coarse_coef_x, coarse_coef_y, coarse_coef_z):
     """Coarse face coefficient = sum of covered fine faces / coarsening factor along the
@@ -162,7 +162,7 @@ def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, bounda
             coarse_coef_z[K, J, I] = acc / np.float32(fz)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def apply_operator(p, coef_x, coef_y, coef_z, out):
     """out = A p (0 in solid cells)."""
     nz, ny, nx = p.shape
@@ -177,7 +177,7 @@ def apply_operator(p, coef_x, coef_y, coef_z, out):
                 out[k, j, i] = 0.0
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def residual(p, b, coef_x, coef_y, coef_z, out):
     """out = b - A p (0 in solid cells)."""
     nz, ny, nx = p.shape
@@ -193,7 +193,7 @@ def residual(p, b, coef_x, coef_y, coef_z, out):
                 out[k, j, i] = 0.0
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def jacobi_sweep(p, b, coef_x, coef_y, coef_z, omega, out):
     """One damped Jacobi sweep: out = p + omega * ((b + neighbour sum) / diag - p)."""
     nz, ny, nx = p.shape
@@ -210,7 +210,7 @@ def jacobi_sweep(p, b, coef_x, coef_y, coef_z, omega, out):
                 out[k, j, i] = 0.0
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, color):
     """Half a red-black SOR sweep in place on cells with (i + j + k) % 2 == color."""
     nz, ny, nx = p.shape
@@ -239,7 +239,7 @@ def _axis_weight(fine, coarse, f, n_coarse):
     return np.float32(a + b)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def restrict_residual(r, fx, fy, fz, out):
     """out (coarse) = P^T r (the transpose of prolong_add's trilinear interpolation)."""
     nz, ny, nx = r.shape
@@ -280,7 +280,7 @@ def _parent(i, f, n_coarse, which):
     return min(max(partner, 0), n_coarse - 1), np.float32(0.25)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
     """p (fine) += P coarse (trilinear, cell-centred), in fluid cells only."""
     nz, ny, nx = p.shape
@@ -301,7 +301,7 @@ def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
                 p[k, j, i] = p[k, j, i] + acc
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def transfer_scale(coarse_coef_x, coarse_coef_y, coarse_coef_z, coef_x, coef_y, coef_z,
                    fx, fy, fz, out):
     """out (fine) = 1 / (sum of the weights of the active coarse parents) in active fine
@@ -327,7 +327,7 @@ def transfer_scale(coarse_coef_x, coarse_coef_y, coarse_coef_z, coef_x, coef_y, 
             out[k, j, i] = np.float32(np.float32(1.0) / acc) if acc > 0 else np.float32(0.0)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def restrict_scaled_residual(r, scale, fx, fy, fz, out):
     """out (coarse) = P^T (scale * r) (the transpose of prolong_scaled_add)."""
     nz, ny, nx = r.shape
@@ -357,7 +357,7 @@ def restrict_scaled_residual(r, scale, fx, fy, fz, out):
             out[K, J, I] = acc
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def prolong_scaled_add(coarse, scale, fx, fy, fz, p):
     """p (fine) += scale * (P coarse) (renormalized trilinear, see the reference)."""
     nz, ny, nx = p.shape
@@ -398,7 +398,7 @@ def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, co
 _CHUNK = 16384
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _dot(a, b):
     n = a.size
     chunks = (n + _CHUNK - 1) // _CHUNK
@@ -419,7 +419,7 @@ def dot(a, b, scalars, slot):
     scalars[slot] = _dot(a.ravel(), b.ravel())
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _max_abs(values):
     n = values.size
     chunks = (n + _CHUNK - 1) // _CHUNK
@@ -443,7 +443,7 @@ def max_abs(values, scalars, slot):
     scalars[slot] = float(_max_abs(values.reshape(-1)))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _extrapolate(pressure, previous):
     for t in prange(pressure.size):
         old = pressure[t]
@@ -456,7 +456,7 @@ def extrapolate(pressure, previous):
     _extrapolate(pressure.reshape(-1), previous.reshape(-1))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _axpy2(x, r, d, q, alpha):
     for t in prange(x.size):
         x[t] = x[t] + alpha * d[t]
@@ -494,7 +494,7 @@ def cg_update(x, r, d, q, scalars):
     _axpy2(x.reshape(-1), r.reshape(-1), d.reshape(-1), q.reshape(-1), alpha)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _xpby(d, z, beta):
     for t in prange(d.size):
         d[t] = z[t] + beta * d[t]

@@ -80,7 +80,7 @@ def block_open(blocks, component, k0, j0, i0):
     return (blocks[k0, j0, i0] >> component) & 1 != 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def sample_open(field, fraction, blocks, component, gx, gy, gz, fallback):
     """Trilinear value over the open faces (``fraction`` > 0, the open fractions of
     ``field``'s faces; ``component`` 0 u, 1 v, 2 w) only (the reference's sample_open):
@@ -116,7 +116,7 @@ def sample_open(field, fraction, blocks, component, gx, gy, gz, fallback):
     return np.float32(fallback)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def open_range(field, fraction, blocks, component, gx, gy, gz, fallback):
     """(low, high) of the open corner samples around fractional indices; fallback twice
     when none is open (all eight, without the mask, where ``blocks`` says so)."""

@@ -20,7 +20,7 @@ def solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell
                           use_top, column_top if use_top else height)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _centre_ground(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, ny, nx):
     """(ny, nx) float32 m: bilinear height + snow depth at each wind column's centre."""
     h = np.float32(cell_size)
@@ -48,7 +48,7 @@ def _thin(centre, top, j, i, limit):
     return thin
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, solid,
                           use_top, column_top):
     nz, ny, nx = solid.shape
@@ -66,7 +66,7 @@ def _solid_from_heightmap(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cel
                 solid[k, j, i] = 1 if cz < ground else 0
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def obstacle_surface(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top,
                      out):
     """out (ny, nx) float32 m: the surface the wind's solid mask stands on in each column
@@ -83,7 +83,7 @@ def obstacle_surface(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, c
                 out[j, i] = centre[j, i]
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def block_tops(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, column_top, out):
     """out (ny, nx) float32 m: ``column_top`` in the columns of a thin obstacle, NO_BLOCK
     elsewhere (see the reference)."""
@@ -150,7 +150,7 @@ def face_fractions(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size,
                     frac_u, frac_v, frac_w)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _face_fractions(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size, blocks,
                     frac_u, frac_v, frac_w):
     nzp, ny, nx = frac_w.shape
@@ -220,7 +220,7 @@ def _face_fractions(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size
             frac_w[k, j, i] = _snap(np.float32(total * area))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _voxel_fractions(solid, frac_u, frac_v, frac_w):
     nz, ny, nx = solid.shape
     for kj in prange(nz * ny):
@@ -257,7 +257,7 @@ def _departure(x, y, z, vx, vy, vz, h, dt, sx, sy, sz):
     return np.float32(gx - sx), np.float32(gy - sy), np.float32(gz - sz)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _interior(field, adv, fraction, blocks, component, correct, x, y, z, vx, vy, vz, h, dt, sx,
               sy, sz, own, adv_own):
     """The semi-Lagrangian value at a face (correct False) or its MacCormack correction."""
@@ -276,7 +276,7 @@ def _quarter(a, b, c, d):
     return np.float32(np.float32(0.25) * np.float32(np.float32(a + b) + np.float32(c + d)))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _advect(u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y, inflow_sides, cell_size, dt, u_adv,
             v_adv, w_adv, correct, u_out, v_out, w_out):
     nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
@@ -375,7 +375,7 @@ def _advect(u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y, inflow_sides, cell_
             w_out[k, j, i] = val
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _open_blocks(fu, fv, fw, out):
     nz, ny, nx = out.shape
     for kj in prange(nz * ny):
@@ -434,7 +434,7 @@ def divergence(u, v, w, fractions, scale, out):
     _divergence(u, v, w, *fractions, scale, out)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _divergence(u, v, w, fu, fv, fw, scale, out):
     nz, ny, nx = out.shape
     s = np.float32(scale)
@@ -459,7 +459,7 @@ def _p(p, k, j, i):
     return p[k, j, i]
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def project(u, v, w, pressure, coef_x, coef_y, coef_z, scale):
     """Subtract scale * pressure difference across each face whose coefficient is not 0
     (the full gradient, also on a partly open face), in place."""
@@ -524,7 +524,7 @@ def _axis_gradient(u, v, w, solid, k, j, i, dk, dj, di, uc, vc, wc, inv_h, half_
             _cross(wm, wc, wp, ok_m, ok_p, inv_h, half_inv_h))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _eddy_viscosity(u, v, w, solid, column_top, z0, h, mixing, mixing_height, limit, out):
     nz, ny, nx = solid.shape
     inv_h = np.float32(np.float32(1.0) / h)
@@ -602,7 +602,7 @@ def _diffused(c, fraction, nu_a, nu_b, scale, k, j, i):
     return np.float32(c[k, j, i] + step)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _diffuse_velocity(u, v, w, fu, fv, fw, nu, scale, u_out, v_out, w_out):
     nz, ny, nx = nu.shape
     for kj in prange(nz * ny):
@@ -658,7 +658,7 @@ def _damped(value, drag_a, drag_b, dt):
     return np.float32(value * factor)
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _porous_drag(u, v, w, solid, fence_bottom, fence_top, fence_resistance, z0, h, dt):
     nz, ny, nx = solid.shape
     along_x, along_y, along_z = fence_resistance[0], fence_resistance[1], fence_resistance[2]
