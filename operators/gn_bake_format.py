@@ -215,7 +215,7 @@ def _layout(root: str, frame: float):
     except FileNotFoundError:
         raise GnBakeError(f"the flake frame '{path}' is missing", "baking again",
                           path) from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise bad(f"{type(error).__name__}: {error}") from None
     try:
         if meta.get("version") != BAKE_FILE_VERSION:
@@ -223,20 +223,26 @@ def _layout(root: str, frame: float):
         items = meta["items"]
         cloud = items[GEOMETRY_ITEM[0]]["data"]["pointcloud"]
         count = cloud["num_points"]
-        if not isinstance(count, int) or count < 0:
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise bad(f"point count {count!r}")
-        scales = np.array([items[key]["data"] for key, _ in SCALE_ITEMS], np.float32)
+        scales = [items[key]["data"] for key, _ in SCALE_ITEMS]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and abs(v) < 3.0e38 for v in scales):     # finite, and a float32
+            raise bad(f"velocity scales {scales!r}")
+        scales = np.array(scales, np.float32)
         attributes = {}
         for attribute in cloud["attributes"]:
             name, kind, data = attribute["name"], attribute["type"], attribute["data"]
             blob = data["name"]
             if not isinstance(blob, str) or os.path.basename(blob) != blob or \
-                    blob in ("", ".", ".."):
+                    blob in ("", ".", "..") or "\0" in blob or "\\" in blob:
                 raise bad(f"attribute {name!r} names the blob {blob!r}")
             start, size = data["start"], data["size"]
+            if not isinstance(name, str) or name in attributes:
+                raise bad(f"attribute name {name!r} (not a name, or repeated)")
             if kind not in _TYPE_SIZES:
                 raise bad(f"attribute {name!r} has type {kind!r}")
-            if not (isinstance(start, int) and isinstance(size, int) and start >= 0
+            if not (type(start) is int and type(size) is int and start >= 0
                     and size == _TYPE_SIZES[kind] * count):
                 raise bad(f"attribute {name!r} has {size!r} bytes at {start!r} for "
                           f"{count} points")
@@ -273,9 +279,17 @@ def read_frame(root: str, frame: float) -> GnFrame:
 
     def array(name, dtype, shape):
         blob, start, size, _kind = attributes[name]
-        with open(blob, "rb") as handle:
-            handle.seek(start)
-            data = handle.read(size)
+        try:
+            with open(blob, "rb") as handle:      # size: checked against the blob's length
+                handle.seek(start)
+                data = handle.read(size)
+        except OSError as error:
+            raise GnBakeError(f"cannot read the flake blob '{blob}' ({error.strerror})",
+                              "baking again", blob) from None
+        if len(data) != size:
+            raise GnBakeError(f"the flake blob '{blob}' ended after {len(data)} of the {size} "
+                              f"bytes at {start} that its frame needs (truncated while read)",
+                              "baking again", blob)
         return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
 
     positions = array("position", "<f4", (count, 3))

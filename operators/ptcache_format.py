@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..snow_addon.bake_cache import write_atomic
+from ..snow_addon.bake_cache import BakeCacheError, write_atomic
 
 MAGIC = b"BPHYSICS"
 EXTENSION = ".bphys"
@@ -78,6 +78,27 @@ _FIELDS = {
 }
 _HEADER_BYTES = 8 + 4 + 4 + 4
 
+#: Largest ratio of decompressed to compressed bytes a field may claim (Zstd: one 128 KiB
+#: RLE block in 4 bytes, 32768:1; LZMA about 7000:1), with room to spare. A header whose
+#: point count needs more than this from the bytes in the file is refused before anything
+#: is decompressed or allocated.
+MAX_COMPRESSION_RATIO = 1 << 16
+#: Every BPHYS data bit this module knows (boids, bit 7, are refused by name).
+_KNOWN_BITS = 0xFF
+
+
+class PointCacheError(BakeCacheError):
+    """Bytes that are not a complete point-cache file this module reads (truncated,
+    corrupt, a header that does not match the file, or a format it does not read). The
+    message names the file (or "the point-cache data" for bytes with no file)."""
+
+    def __init__(self, where: str, problem: str):
+        super().__init__(f"'{where}' is not a readable point-cache file ({problem})"
+                         if where else f"the point-cache data is not readable ({problem})",
+                         "baking again (the file is corrupt, truncated or from another "
+                         "program)", where)
+
+
 #: What a flake frame holds: index, location, velocity and (birth, death, lifetime) times.
 FLAKE_FRAME_TYPES = (1 << BPHYS_DATA_INDEX) | (1 << BPHYS_DATA_LOCATION) | \
     (1 << BPHYS_DATA_VELOCITY) | (1 << BPHYS_DATA_TIMES)
@@ -88,6 +109,8 @@ INFO_FRAME_TYPES = 1 << BPHYS_DATA_TIMES
 def record_dtype(data_types: int) -> np.dtype:
     """Packed numpy record type of one point for a ``data_types`` bit mask."""
     names, formats = [], []
+    if data_types & ~_KNOWN_BITS:
+        raise ValueError(f"BPHYS data types {data_types:#x} name unknown fields")
     for bit in range(8):
         if data_types & (1 << bit):
             if bit not in _FIELDS:
@@ -178,13 +201,18 @@ def unfilter_transpose_delta(filtered: np.ndarray, item_size: int) -> np.ndarray
     return np.cumsum(streams, axis=1, dtype=np.uint8).T.reshape(-1)
 
 
-def _lzma_filters(props: bytes) -> list:
-    """liblzma filter chain of LzmaLib's 5-byte props (lc/lp/pb byte, dictionary size)."""
+def _lzma_filters(props: bytes, output_size: int | None = None) -> list:
+    """liblzma filter chain of LzmaLib's 5-byte props (lc/lp/pb byte, dictionary size).
+    ``output_size``: the bytes the stream may decode to; the dictionary (which liblzma
+    allocates whole) is no larger, whatever the props claim (no match reaches further
+    back than the output)."""
     if len(props) != 5 or props[0] >= 9 * 5 * 5:
         raise ValueError("bad LZMA properties")
     lc, rest = props[0] % 9, props[0] // 9
     lp, pb = rest % 5, rest // 5
     dict_size = max(int.from_bytes(props[1:5], "little"), 4096)
+    if output_size is not None:
+        dict_size = min(dict_size, max(output_size, 4096))
     return [{"id": lzma.FILTER_LZMA1, "lc": lc, "lp": lp, "pb": pb, "dict_size": dict_size}]
 
 
@@ -234,88 +262,136 @@ def encode_compressed(fields: dict, totpoint: int, compression: int,
     return chunks
 
 
-def _decompress_field(data, offset: int, totpoint: int, bit: int):
-    """(uint8 array of the field, offset after it) from a compressed file's bytes."""
+def _zstd_decompress(payload: bytes, size: int) -> bytes:
+    """At most ``size`` + 1 bytes of a Zstd frame, read as a stream (the frame's own
+    content size is not trusted for an allocation)."""
+    import zstandard
+
+    reader = zstandard.ZstdDecompressor().stream_reader(payload, read_across_frames=False)
+    chunks, total = [], 0
+    with reader:
+        while total <= size:
+            chunk = reader.read(min(size + 1 - total, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    return b"".join(chunks)
+
+
+def _decompress_field(data, offset: int, totpoint: int, bit: int, where: str = ""):
+    """(uint8 array of the field, offset after it) from a compressed file's bytes. Sizes
+    are checked against the bytes left before anything is decompressed; a field never
+    decompresses to more than its ``totpoint`` values."""
     size = totpoint * field_dtype(bit).itemsize
     name = _FIELDS[bit][0]
+
+    def bad(problem):
+        return PointCacheError(where, f"field {name}: {problem}")
+
     if offset >= len(data):
-        raise ValueError(f"truncated point-cache file: field {name} is missing")
+        raise bad("missing (truncated file)")
     mode = data[offset]
     offset += 1
     if mode == COMPRESS_NONE:
         if offset + size > len(data):
-            raise ValueError(f"truncated point-cache file: field {name} needs {size} bytes")
+            raise bad(f"{totpoint} points need {size} bytes, {len(data) - offset} left "
+                      "(truncated file, or a header that does not match it)")
         return np.frombuffer(data, np.uint8, size, offset), offset + size
+    if mode not in _ZSTD and mode != COMPRESS_LZMA:
+        raise bad(f"compression {mode} is not read here")
     if offset + 4 > len(data):
-        raise ValueError(f"truncated point-cache file: field {name} has no size")
+        raise bad("no compressed size (truncated file)")
     length = int.from_bytes(data[offset:offset + 4], "little")
     offset += 4
     if offset + length > len(data):
-        raise ValueError(f"truncated point-cache file: field {name} needs {length} bytes, "
-                         f"{len(data) - offset} left")
+        raise bad(f"claims {length} compressed bytes, {len(data) - offset} left (truncated)")
+    if size > max(length, 1) * MAX_COMPRESSION_RATIO:
+        raise bad(f"{totpoint} points ({size:,} bytes) cannot come from {length} compressed "
+                  "bytes (a header that does not match the file)")
     payload = bytes(data[offset:offset + length])
     offset += length
     try:
         if mode in _ZSTD:
-            import zstandard
-
-            raw = zstandard.ZstdDecompressor().decompress(payload, max_output_size=size)
-        elif mode == COMPRESS_LZMA:
+            raw = _zstd_decompress(payload, size)
+        else:
+            if offset + 4 > len(data):
+                raise bad("no LZMA properties (truncated file)")
             props_len = int.from_bytes(data[offset:offset + 4], "little")
             if offset + 4 + props_len > len(data):
-                raise ValueError("truncated LZMA properties")
+                raise bad("truncated LZMA properties")
             props = bytes(data[offset + 4:offset + 4 + props_len])
             offset += 4 + props_len
-            decompressor = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=_lzma_filters(props))
+            decompressor = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=_lzma_filters(props, size))
             raw = decompressor.decompress(payload, max_length=size)
-        else:
-            raise ValueError(f"compression {mode} is not supported")
-    except (lzma.LZMAError, ValueError, RuntimeError) as error:
-        raise ValueError(f"field {name} does not decompress ({error})") from None
-    except Exception as error:   # zstandard.ZstdError
-        raise ValueError(f"field {name} does not decompress ({error})") from None
+    except PointCacheError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as error:   # lzma.LZMAError, zstandard.ZstdError, bad LZMA properties
+        raise bad(f"does not decompress ({type(error).__name__}: {error})") from None
     if len(raw) != size:
-        raise ValueError(f"field {name} decompresses to {len(raw)} bytes, need {size}")
+        raise bad(f"decompresses to {len(raw)} bytes, {totpoint} points need {size}")
     raw = np.frombuffer(raw, np.uint8)
     if mode == COMPRESS_ZSTD_FILTERED:
         raw = unfilter_transpose_delta(raw, field_dtype(bit).itemsize)
     return raw, offset
 
 
-def decode_frame(data: bytes) -> CacheFrame:
+def _header(data, where: str) -> tuple[int, int, int, np.dtype]:
+    """(typeflag, totpoint, data_types, record dtype) of a file's first 20 bytes."""
+    if len(data) < _HEADER_BYTES or bytes(data[:8]) != MAGIC:
+        raise PointCacheError(where, "no BPHYSICS header")
+    typeflag, totpoint, data_types = (int(v) for v in np.frombuffer(data, "<u4", 3, 8))
+    if typeflag & PTCACHE_TYPEFLAG_EXTRADATA:
+        raise PointCacheError(where, "point-cache files with extra data are not read here")
+    try:
+        dtype = record_dtype(data_types)
+    except ValueError as error:
+        raise PointCacheError(where, str(error)) from None
+    if dtype.itemsize == 0:
+        raise PointCacheError(where, "the header names no data fields")
+    return typeflag, totpoint, data_types, dtype
+
+
+def decode_frame(data: bytes, path: str = "") -> CacheFrame:
     """Parse the bytes of a .bphys file (uncompressed, or compressed with LZMA or Zstd).
-    Raises ValueError for anything that is not a complete point-cache file."""
-    if len(data) < _HEADER_BYTES or data[:8] != MAGIC:
-        raise ValueError("not a Blender point-cache file (no BPHYSICS header)")
-    typeflag, totpoint, data_types = np.frombuffer(data, dtype="<u4", count=3, offset=8)
-    typeflag, totpoint, data_types = int(typeflag), int(totpoint), int(data_types)
+    The header's point count is checked against the file's length before any array is
+    allocated. Raises PointCacheError (a ValueError naming ``path``) for anything that is
+    not a complete point-cache file."""
+    typeflag, totpoint, data_types, dtype = _header(data, path)
     flags = typeflag & ~PTCACHE_TYPEFLAG_TYPEMASK
-    if flags & PTCACHE_TYPEFLAG_EXTRADATA:
-        raise ValueError("point-cache files with extra data are not supported")
-    dtype = record_dtype(data_types)
     if flags & PTCACHE_TYPEFLAG_COMPRESS:
-        records = np.empty(totpoint, dtype=dtype)
-        offset = _HEADER_BYTES
+        offset, fields = _HEADER_BYTES, []
         for bit in present_fields(data_types):
-            raw, offset = _decompress_field(data, offset, totpoint, bit)
-            records[_FIELDS[bit][0]] = raw.view(field_dtype(bit).base).reshape(
-                records[_FIELDS[bit][0]].shape)
+            raw, offset = _decompress_field(data, offset, totpoint, bit, path)
+            fields.append((bit, raw))
         if offset != len(data):
-            raise ValueError(f"point-cache file has {len(data) - offset} bytes after its data")
+            raise PointCacheError(path, f"{len(data) - offset} bytes after its data")
+        records = np.empty(totpoint, dtype=dtype)   # no more than the fields just read
+        for bit, raw in fields:
+            column = records[_FIELDS[bit][0]]
+            column[...] = raw.view(field_dtype(bit).base).reshape(column.shape)
         return CacheFrame(typeflag & PTCACHE_TYPEFLAG_TYPEMASK, flags, data_types, records)
     need = _HEADER_BYTES + totpoint * dtype.itemsize
     if len(data) != need:
-        raise ValueError(f"truncated point-cache file: {len(data)} bytes, need {need}"
-                         if len(data) < need else
-                         f"point-cache file has {len(data) - need} bytes after its data")
+        raise PointCacheError(path, f"{len(data)} bytes, its header's {totpoint} points "
+                              f"need {need}" + (" (truncated)" if len(data) < need else ""))
     records = np.frombuffer(data, dtype=dtype, count=totpoint, offset=_HEADER_BYTES).copy()
     return CacheFrame(typeflag & PTCACHE_TYPEFLAG_TYPEMASK, flags, data_types, records)
 
 
 def read_frame(path: str) -> CacheFrame:
-    """Read one .bphys file (any format ``decode_frame`` reads)."""
-    with open(path, "rb") as handle:
-        return decode_frame(handle.read())
+    """Read one .bphys file (any format ``decode_frame`` reads); PointCacheError naming the
+    file when it is missing, unreadable or not such a file."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise PointCacheError(path, "the file is missing") from None
+    except OSError as error:
+        raise PointCacheError(path, f"cannot be read: {error.strerror}") from None
+    return decode_frame(data, path)
 
 
 def flake_records(positions: np.ndarray, velocities: np.ndarray, birth: np.ndarray,
@@ -338,21 +414,33 @@ TIMES_BIRTH, TIMES_DEATH, TIMES_LIFETIME = 0, 1, 2
 
 def set_times(path: str, indices: np.ndarray, column: int, value: float) -> None:
     """Overwrite, in place, one column of BPHYS_DATA_TIMES (TIMES_BIRTH, TIMES_DEATH or
-    TIMES_LIFETIME, in frames) for particles ``indices`` of an existing flake-frame file whose
-    records are one per particle in index order."""
-    header = np.fromfile(path, dtype="<u4", count=5, offset=0)
-    if header[:2].tobytes() != MAGIC:
-        raise ValueError(f"{path}: not a Blender point-cache file")
-    totpoint, data_types = int(header[3]), int(header[4])
+    TIMES_LIFETIME, in frames) for particles ``indices`` of an existing uncompressed
+    flake-frame file whose records are one per particle in index order. PointCacheError
+    naming the file when its header does not match its size."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_HEADER_BYTES)
+        actual = os.path.getsize(path)
+    except OSError as error:
+        raise PointCacheError(path, f"cannot be read: {error.strerror}") from None
+    typeflag, totpoint, data_types, dtype = _header(head, path)
+    if typeflag & PTCACHE_TYPEFLAG_COMPRESS:
+        raise PointCacheError(path, "compressed files cannot be edited in place")
     if not data_types & (1 << BPHYS_DATA_TIMES):
-        raise ValueError(f"{path}: the records hold no times")
+        raise PointCacheError(path, "the records hold no times")
+    if actual != _HEADER_BYTES + totpoint * dtype.itemsize:
+        raise PointCacheError(path, f"{actual} bytes, its header's {totpoint} points need "
+                              f"{_HEADER_BYTES + totpoint * dtype.itemsize}")
     indices = np.asarray(indices, dtype=np.int64)
-    mapped = np.memmap(path, dtype=record_dtype(data_types), mode="r+", offset=_HEADER_BYTES,
-                       shape=(totpoint,))
+    if indices.size and (indices.min() < 0 or indices.max() >= totpoint):
+        raise ValueError(f"{path}: particle indices must lie in [0, {totpoint})")
+    if totpoint == 0:
+        return
+    mapped = np.memmap(path, dtype=dtype, mode="r+", offset=_HEADER_BYTES, shape=(totpoint,))
     try:
         if data_types & (1 << BPHYS_DATA_INDEX) and \
                 not (mapped["index"][indices] == indices).all():
-            raise ValueError(f"{path}: records are not one per particle in index order")
+            raise PointCacheError(path, "records are not one per particle in index order")
         mapped["times"][indices, column] = value
         mapped.flush()
     finally:

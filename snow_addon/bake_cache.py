@@ -129,7 +129,7 @@ def read_json(path: str, what: str) -> dict:
             data = json.loads(handle.read().decode("utf-8"))
     except FileNotFoundError:
         raise BakeCacheError(f"'{path}' is missing", "baking again", path) from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise BakeCacheError(f"'{path}' is not a readable {what} ({type(error).__name__}: "
                              f"{error})", "baking again (the file is corrupt)", path) from None
     if not isinstance(data, dict):
@@ -171,11 +171,60 @@ def read_state(path: str, sha256: str | None = None, size: int | None = None) ->
         raise BakeCacheError(f"the checkpoint '{path}' does not match its SHA-256 (corrupt or "
                              "replaced)", "baking again", path)
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-            return {key: archive[key] for key in archive.files}
-    except Exception as error:   # not a zip, bad CRC, pickled object arrays, ...
+        return _load_checkpoint(data, path)
+    except (BakeCacheError, MemoryError):
+        raise
+    except Exception as error:   # not a zip, bad CRC, truncated member, ...
         raise BakeCacheError(f"'{path}' is not a Snowfall checkpoint ({type(error).__name__}:"
                              f" {error})", "baking again", path) from None
+
+
+def _load_checkpoint(data: bytes, path: str) -> dict:
+    """The arrays of a checkpoint's bytes: an .npz whose members are stored (uncompressed,
+    as ``encode_state`` writes them) plain numeric .npy arrays. Every member's header is
+    checked against the bytes it has before its array is allocated, so nothing takes more
+    memory than the file's own length; object arrays are refused (never unpickled)."""
+    import zipfile
+
+    from numpy.lib import format as npy
+
+    def bad(problem):
+        return BakeCacheError(f"'{path}' is not a Snowfall checkpoint ({problem})",
+                              "baking again", path)
+
+    state = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for info in archive.infolist():
+            key = info.filename[:-4]
+            if not info.filename.endswith(".npy") or not key or key in state:
+                raise bad(f"member {info.filename!r} is not one array")
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(data) or \
+                    info.compress_size != info.file_size:
+                raise bad(f"member {info.filename!r} is compressed or claims "
+                          f"{info.file_size} bytes")
+            with archive.open(info) as member:
+                version = npy.read_magic(member)
+                if version == (1, 0):
+                    shape, fortran, dtype = npy.read_array_header_1_0(member)
+                elif version == (2, 0):
+                    shape, fortran, dtype = npy.read_array_header_2_0(member)
+                else:
+                    raise bad(f"member {info.filename!r} is .npy version {version}")
+                if dtype.hasobject or any(n < 0 for n in shape):
+                    raise bad(f"member {info.filename!r} holds {dtype} {shape}")
+                count = 1
+                for n in shape:
+                    count *= n
+                nbytes = count * dtype.itemsize
+                if member.tell() + nbytes != info.file_size:
+                    raise bad(f"member {info.filename!r} claims {shape} {dtype} ({nbytes} "
+                              f"bytes), it holds {info.file_size - member.tell()}")
+                raw = member.read(nbytes)     # at most the member's bytes; checks its CRC
+                if len(raw) != nbytes:
+                    raise bad(f"member {info.filename!r} is truncated")
+            array = np.frombuffer(raw, dtype=dtype, count=count)
+            state[key] = array.reshape(shape, order="F" if fortran else "C").copy()
+    return state
 
 
 # --- snow depth ---------------------------------------------------------------------------------
@@ -216,6 +265,75 @@ class ResumePoint:
     progress: dict
 
 
+def _is_count(value) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_relative_name(name) -> bool:
+    """A file name (or "sub/name") inside the bake folder: no absolute path, no "..", no
+    NUL (what a progress record may name)."""
+    if not isinstance(name, str) or not name or "\0" in name or os.path.isabs(name):
+        return False
+    parts = re.split(r"[\\/]", name)
+    return all(part not in ("", ".", "..") for part in parts)
+
+
+def _record_problem(record) -> str | None:
+    """What is wrong with a CommitRecord read from a file (None: nothing): every size a
+    count, every CRC an int, every name a file inside the folder."""
+    checkpoint = record.checkpoint
+    if not isinstance(checkpoint.get("file"), str) or \
+            os.path.basename(checkpoint["file"]) != checkpoint["file"] or \
+            not _is_relative_name(checkpoint["file"]):
+        return f"checkpoint file {checkpoint.get('file')!r}"
+    if not (checkpoint.get("bytes") is None or _is_count(checkpoint["bytes"])) or \
+            not (checkpoint.get("sha256") is None or isinstance(checkpoint["sha256"], str)):
+        return f"checkpoint size or SHA-256 {checkpoint.get('bytes')!r}"
+    for frame, entry in record.flakes.items():
+        if len(entry) < 3 or not _is_count(entry[0]) or \
+                not (entry[1] is None or _is_count(entry[1])) or not _is_relative_name(entry[2]):
+            return f"flake file entry {entry!r} of frame {frame}"
+    for frame, entry in record.snow.items():
+        if len(entry) < 2 or not _is_count(entry[0]) or \
+                not (entry[1] is None or _is_count(entry[1])):
+            return f"snow depth entry {entry!r} of frame {frame}"
+    return None
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        abs(value) < float("inf")
+
+
+def _meta_problem(meta: dict) -> str | None:
+    """What is wrong with the parts of a bake.json that Resume uses (None: nothing)."""
+    for key in ("frame_start", "frame_end", "substeps"):
+        if key in meta and type(meta[key]) is not int:
+            return f"{key} {meta[key]!r} is not a whole number"
+    flakes, snow = meta.get("flakes"), meta.get("snow")
+    if not isinstance(flakes, dict) or not isinstance(snow, dict):
+        return "no flakes or snow section"
+    if flakes.get("compression") is not None and type(flakes["compression"]) is not int:
+        return f"flake compression {flakes['compression']!r}"
+    if flakes.get("velocity_step") is not None and not _is_number(flakes["velocity_step"]):
+        return f"flake velocity step {flakes['velocity_step']!r}"
+    if not isinstance(flakes.get("format", ""), str):
+        return f"flake format {flakes['format']!r}"
+    view = flakes.get("camera_view")
+    if view is not None:
+        try:
+            matrix, bounds = view["matrix"], view["bounds"]
+            good = len(matrix) == 4 and all(len(row) == 4 and all(map(_is_number, row))
+                                            for row in matrix) \
+                and len(bounds) == 4 and all(map(_is_number, bounds)) \
+                and isinstance(view["perspective"], bool)
+        except (KeyError, TypeError):
+            good = False
+        if not good:
+            return "camera view"
+    return None
+
+
 @dataclass
 class CommitRecord:
     """What progress.json says, kept in memory by the writer thread. ``frame``: the frame
@@ -242,12 +360,17 @@ class CommitRecord:
                          {int(k): list(v) for k, v in dict(data["flakes"]).items()},
                          {int(k): list(v) for k, v in dict(data["snow"]).items()},
                          int(data["complete"]))
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, OverflowError) as error:
             raise BakeCacheError(f"'{path}' is not a Snowfall progress record ({error})",
                                  "baking again", path) from None
         if data.get("format") != BAKE_FORMAT + "-progress":
             raise BakeCacheError(f"'{path}' is not a Snowfall progress record",
                                  "baking again", path)
+        problem = _record_problem(record)
+        if problem is not None:
+            raise BakeCacheError(f"'{path}' is not a Snowfall progress record (its {problem} "
+                                 "is not a size, CRC or file of the folder)", "baking again",
+                                 path)
         return record
 
 
@@ -294,6 +417,11 @@ class BakeFolder:
             raise BakeCacheError(f"'{self.meta_path}' is bake format version "
                                  f"{meta.get('version')}; this add-on reads {BAKE_VERSION}",
                                  "baking again", self.meta_path)
+        problem = _meta_problem(meta)
+        if problem is not None:
+            raise BakeCacheError(f"'{self.meta_path}' is not a readable bake description "
+                                 f"({problem})", "baking again (the file is corrupt)",
+                                 self.meta_path)
         return meta
 
     def read_progress(self) -> CommitRecord | None:
@@ -326,6 +454,10 @@ class BakeFolder:
             raise BakeCacheError(f"'{self.path}' holds no finished frame to resume from",
                                  "Bake", self.progress_path)
         last = record.frame
+        if last < first_frame or record.complete < last:
+            raise BakeCacheError(f"'{self.progress_path}' names frame {last} (complete to "
+                                 f"{record.complete}), outside the bake from frame "
+                                 f"{first_frame}", "baking again", self.progress_path)
         for frame in range(first_frame, last + 1):
             snow = record.snow.get(frame)
             if snow is None:

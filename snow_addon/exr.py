@@ -4,7 +4,8 @@ Writes single-part scanline files with FLOAT channels and ZIP compression (16 sc
 block: bytes split into even and odd halves, delta predictor, zlib), the layout every
 OpenEXR reader (Blender's image loader included) reads. The reader reads what the writer
 writes (NONE, ZIPS or ZIP compression, FLOAT channels) and refuses anything else with
-ValueError. Row 0 of an array is the image's bottom row (Blender's convention: v = 0), so
+ExrError (a ValueError): every size and count in a file is checked against the file's
+length before an array is allocated. Row 0 of an array is the image's bottom row (Blender's convention: v = 0), so
 a heightmap ``[j, i]`` with j growing along +Y shows the right way up.
 """
 from __future__ import annotations
@@ -18,6 +19,14 @@ MAGIC = b"\x76\x2f\x31\x01"
 NO_COMPRESSION, ZIPS_COMPRESSION, ZIP_COMPRESSION = 0, 2, 3
 _LINES = {NO_COMPRESSION: 1, ZIPS_COMPRESSION: 1, ZIP_COMPRESSION: 16}
 FLOAT = 2
+#: zlib's largest compression ratio (deflate: 258-byte matches at about 2 bits each),
+#: with room to spare: no ZIP block inflates to more than this times its size.
+_ZLIB_MAX_RATIO = 1100
+
+
+class ExrError(ValueError):
+    """Bytes that are not an OpenEXR file this module reads (truncated, corrupt, lying
+    sizes, or features it does not read)."""
 
 
 def _attribute(name: str, kind: str, value: bytes) -> bytes:
@@ -33,14 +42,19 @@ def _zip_encode(raw: bytes) -> bytes:
 
 
 def _zip_decode(data: bytes, size: int) -> bytes:
+    """The ``size`` raw bytes of one ZIP block; ExrError when it does not decompress to
+    exactly that many (never inflates more than ``size`` + 1 bytes)."""
+    inflater = zlib.decompressobj()
     try:
-        predicted = np.frombuffer(zlib.decompress(data), np.uint8)
+        predicted = inflater.decompress(data, size + 1)
     except zlib.error as error:
-        raise ValueError(f"a ZIP block does not decompress ({error})") from None
-    if len(predicted) != size:
-        raise ValueError(f"a ZIP block holds {len(predicted)} bytes, need {size}")
-    running = np.cumsum(predicted.astype(np.int64) - 128) + 128     # undo the predictor
-    split = (running % 256).astype(np.uint8)
+        raise ExrError(f"a ZIP block does not decompress ({error})") from None
+    if len(predicted) != size or not inflater.eof:
+        raise ExrError(f"a ZIP block does not hold the {size} bytes its rows need")
+    # undo the predictor: running sum of (byte - 128), + 128, all mod 256 (xor 0x80 is
+    # +-128 mod 256)
+    split = np.cumsum(np.frombuffer(predicted, np.uint8) ^ np.uint8(0x80), dtype=np.uint8)
+    split ^= np.uint8(0x80)
     raw = np.empty_like(split)
     half = (size + 1) // 2
     raw[0::2] = split[:half]
@@ -85,13 +99,13 @@ def encode(channels: dict, compression: int = ZIP_COMPRESSION) -> bytes:
     return header + b"".join(table) + b"".join(blocks)
 
 
-def decode(data: bytes) -> dict:
-    """name -> (height, width) float32 array (row 0 the bottom row) of an EXR file written
-    by ``encode`` (or any scanline file with FLOAT channels and NONE/ZIPS/ZIP)."""
-    if data[:4] != MAGIC:
-        raise ValueError("not an OpenEXR file")
-    if struct.unpack_from("<i", data, 4)[0] & ~0xFF != 0:
-        raise ValueError("only single-part scanline OpenEXR files are read")
+def _header(data: bytes) -> tuple[dict, int]:
+    """(attribute name -> value bytes, offset after the header) of a scanline file."""
+    if len(data) < 8 or data[:4] != MAGIC:
+        raise ExrError("not an OpenEXR file")
+    version = struct.unpack_from("<i", data, 4)[0]
+    if version & ~0xFF != 0 or version & 0xFF != 2:
+        raise ExrError("only single-part scanline OpenEXR 2 files are read")
     pos, attributes = 8, {}
     try:
         while data[pos] != 0:
@@ -100,43 +114,95 @@ def decode(data: bytes) -> dict:
             end2 = data.index(b"\0", end + 1)
             size = struct.unpack_from("<i", data, end2 + 1)[0]
             start = end2 + 5
+            if size < 0 or start + size > len(data):
+                raise ExrError(f"the header attribute {name!r} claims {size} bytes, "
+                               f"{len(data) - start} left in the file")
             attributes[name] = data[start:start + size]
             pos = start + size
+    except (IndexError, ValueError, struct.error) as error:   # UnicodeDecodeError too
+        if isinstance(error, ExrError):
+            raise
+        raise ExrError(f"truncated OpenEXR header ({type(error).__name__}: {error})") from None
+    return attributes, pos + 1
+
+
+def _channels(chlist: bytes) -> list:
+    """The channel names of a chlist attribute: FLOAT, unsampled (1, 1), distinct."""
+    names, cpos = [], 0
+    try:
+        while chlist[cpos] != 0:
+            end = chlist.index(b"\0", cpos)
+            name = chlist[cpos:end].decode()
+            kind, _linear, xsampling, ysampling = struct.unpack_from("<iB3xii", chlist, end + 1)
+            if kind != FLOAT:
+                raise ExrError(f"channel {name!r} is not FLOAT (only FLOAT channels are read)")
+            if (xsampling, ysampling) != (1, 1) or not name or name in names:
+                raise ExrError(f"channel {name!r} is empty, repeated or subsampled")
+            names.append(name)
+            cpos = end + 17
     except (IndexError, ValueError, struct.error) as error:
-        raise ValueError(f"truncated OpenEXR header ({error})") from None
-    pos += 1
+        if isinstance(error, ExrError):
+            raise
+        raise ExrError(f"the channel list is truncated ({type(error).__name__}: {error})") \
+            from None
+    if not names:
+        raise ExrError("the file has no channels")
+    return names
+
+
+def decode(data: bytes) -> dict:
+    """name -> (height, width) float32 array (row 0 the bottom row) of an EXR file written
+    by ``encode`` (or any scanline file with FLOAT channels and NONE/ZIPS/ZIP whose blocks
+    come in increasing y). Every size in the file is checked against the file's length
+    before anything is allocated: the arrays never take more than the pixels the file can
+    hold (its length, times zlib's largest ratio for compressed blocks). ExrError (a
+    ValueError) for anything else."""
+    data = bytes(data)
+    attributes, pos = _header(data)
     try:
         compression = attributes["compression"][0]
         xmin, ymin, xmax, ymax = struct.unpack("<iiii", attributes["dataWindow"])
         chlist = attributes["channels"]
-    except (KeyError, struct.error):
-        raise ValueError("OpenEXR header without channels, compression or dataWindow") from None
+    except (KeyError, IndexError, struct.error):
+        raise ExrError("OpenEXR header without channels, compression or dataWindow") from None
     if compression not in _LINES:
-        raise ValueError(f"OpenEXR compression {compression} is not read here")
-    names, cpos = [], 0
-    while chlist[cpos] != 0:
-        end = chlist.index(b"\0", cpos)
-        names.append(chlist[cpos:end].decode())
-        if struct.unpack_from("<i", chlist, end + 1)[0] != FLOAT:
-            raise ValueError("only FLOAT OpenEXR channels are read here")
-        cpos = end + 17
+        raise ExrError(f"OpenEXR compression {compression} is not read here")
+    names = _channels(chlist)
     width, height = xmax - xmin + 1, ymax - ymin + 1
+    if width < 1 or height < 1:
+        raise ExrError(f"the data window ({xmin}, {ymin}) - ({xmax}, {ymax}) is empty")
+    row_bytes = len(names) * width * 4
+    ratio = 1 if compression == NO_COMPRESSION else _ZLIB_MAX_RATIO
+    if height * row_bytes > len(data) * ratio:
+        raise ExrError(f"the header claims {width} x {height} pixels of {len(names)} channels "
+                       f"({height * row_bytes:,} bytes), more than the file's {len(data):,} "
+                       "bytes can hold")
     lines = _LINES[compression]
     count = (height + lines - 1) // lines
     if pos + 8 * count > len(data):
-        raise ValueError("truncated OpenEXR offset table")
+        raise ExrError(f"truncated OpenEXR offset table ({count} blocks)")
     offsets = struct.unpack_from(f"<{count}Q", data, pos)
-    out = np.empty((height, len(names), width), "<f4")
+    blocks = []
     for index, offset in enumerate(offsets):
         if offset + 8 > len(data):
-            raise ValueError("truncated OpenEXR file")
+            raise ExrError(f"block {index} lies past the end of the file (truncated)")
         y, size = struct.unpack_from("<ii", data, offset)
-        rows = min(lines, height - (y - ymin))
-        need = rows * len(names) * width * 4
-        block = data[offset + 8:offset + 8 + size]
-        if len(block) != size:
-            raise ValueError("truncated OpenEXR file")
+        if y != ymin + index * lines:
+            raise ExrError(f"block {index} holds row {y}, not {ymin + index * lines}")
+        rows = min(lines, height - index * lines)
+        need = rows * row_bytes
+        if size < 0 or offset + 8 + size > len(data):
+            raise ExrError(f"block {index} claims {size} bytes, {len(data) - offset - 8} left "
+                           "(truncated)")
+        if size > need or (size < need and (compression == NO_COMPRESSION
+                                            or need > size * _ZLIB_MAX_RATIO + 64)):
+            raise ExrError(f"block {index} has {size} bytes for {need} bytes of pixels")
+        blocks.append((offset + 8, size, rows, need))
+    out = np.empty((height, len(names), width), "<f4")
+    row = 0
+    for start, size, rows, need in blocks:
+        block = data[start:start + size]
         raw = block if size == need else _zip_decode(block, need)
-        start = y - ymin
-        out[start:start + rows] = np.frombuffer(raw, "<f4").reshape(rows, len(names), width)
+        out[row:row + rows] = np.frombuffer(raw, "<f4").reshape(rows, len(names), width)
+        row += rows
     return {name: np.ascontiguousarray(np.flipud(out[:, k, :])) for k, name in enumerate(names)}
