@@ -20,8 +20,9 @@ largest writes (the whole engine state), so the bake writes one when CHECKPOINT_
 have passed since the last, and at the end; Resume continues from the newest and rewrites
 the frames after it (the same bytes: the bake is deterministic). Reading checks sizes (every file), CRC-32
 (the last frames) and the checkpoint's SHA-256; a file that fails any check is reported by
-name (``BakeCacheError``), never parsed further. Checkpoints are read with
-``np.load(allow_pickle=False)``; json files with ``json.load``.
+name (``BakeCacheError``), never parsed further. Sizes and counts inside a file are checked
+against the file before anything is allocated; checkpoints are read member by member from
+their .npy headers (never unpickled); json files with ``json.load``.
 
 ``BakeWriter`` runs the writes on a background thread, in order, while the caller simulates
 the next frames; the first error (a full disk, a read-only folder) stops it and is raised
