@@ -1,0 +1,180 @@
+"""The CPU kernels' compile cache: where Numba keeps them, and compiling them ahead of use.
+
+Numba compiles each CPU kernel the first time it runs (about a minute and a half for a bake's
+kernels on one core of this project's 2-core machine) and, with ``cache=True``, stores the
+machine code on disk so later processes load it in seconds. By default that store is
+``kernels/cpu/__pycache__`` inside the package. The Blender add-on points it at a folder of the
+user's own instead (``use_folder``: Blender's extension user folder, which survives restarts
+and add-on updates and is writable where the add-on's folder may not be), and compiles every
+kernel a bake uses in the background as soon as the add-on is enabled (``warm_up``), so the
+first Bake does not wait for it, or waits with a progress bar where it comes too early.
+
+``prepared(folder)`` says whether a warm-up finished there for this exact kernel source, Numba
+and Python (a marker file written at its end; the kernels' own cache files are Numba's).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+#: Every module of compiled CPU kernels (kernels/cpu/<name>.py).
+CPU_KERNEL_MODULES = ("rng", "sampling", "heightmap", "wind", "pressure", "flakes", "cover",
+                      "drift")
+#: Seconds a first-use compile of a bake's kernels takes when nothing is cached: about 95 s
+#: measured on this project's 2-core machine (one core compiles; docs/addon.md). Shown to the
+#: user as the expected wait until a warm-up on this machine has measured its own.
+FIRST_USE_SECONDS = 95.0
+MARKER_NAME = "snowfall-kernels.json"
+_KERNEL_PACKAGE = __package__.rsplit(".", 1)[0] + ".kernels.cpu"
+
+
+def source_key() -> str:
+    """What the compiled kernels depend on: their source files, Numba, NumPy and Python."""
+    import numba
+
+    digest = hashlib.sha256()
+    folder = Path(importlib.import_module(_KERNEL_PACKAGE).__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    digest.update(json.dumps([numba.__version__, np.__version__, sys.version,
+                              platform.machine()]).encode())
+    return digest.hexdigest()
+
+
+def use_folder(folder: str | os.PathLike) -> list[str]:
+    """Compile the CPU kernels into ``folder`` (created if missing) from now on in this process.
+
+    Must run before the kernel modules are first imported: Numba fixes a function's cache
+    location when the function is decorated. Modules imported earlier keep theirs (they are
+    listed in the return value). Only this package's kernels are affected: Numba's global
+    cache setting is restored before returning."""
+    from numba.core import config
+
+    folder = os.path.abspath(os.fspath(folder))
+    os.makedirs(folder, exist_ok=True)
+    already = [name for name in CPU_KERNEL_MODULES
+               if f"{_KERNEL_PACKAGE}.{name}" in sys.modules]
+    previous = config.CACHE_DIR
+    config.CACHE_DIR = folder
+    try:
+        for name in CPU_KERNEL_MODULES:
+            importlib.import_module(f"{_KERNEL_PACKAGE}.{name}")
+    finally:
+        config.CACHE_DIR = previous
+    return already
+
+
+def prepared(folder: str | os.PathLike) -> dict | None:
+    """The marker of a finished warm-up in ``folder`` for the current kernels, else None."""
+    try:
+        with open(os.path.join(folder, MARKER_NAME), encoding="utf-8") as stream:
+            marker = json.load(stream)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("key") != source_key():
+        return None
+    return marker
+
+
+def expected_seconds(folder: str | os.PathLike | None) -> float:
+    """How long a first-use compile is expected to take: the last one measured in ``folder``
+    (for any kernel version), else ``FIRST_USE_SECONDS``."""
+    if folder is not None:
+        try:
+            with open(os.path.join(folder, MARKER_NAME), encoding="utf-8") as stream:
+                seconds = float(json.load(stream).get("compile_seconds", 0.0))
+            if seconds > 1.0:
+                return seconds
+        except (OSError, ValueError, AttributeError, TypeError):
+            pass
+    return FIRST_USE_SECONDS
+
+
+def _warm_up_scene():
+    """A tiny terrain (a bump and a wall) and one porous fence: enough to run every kernel a
+    default bake runs (cut-cell wind, MacCormack advection, multigrid pressure solve, flakes,
+    deposit, redistribution, drift and blowing snow, porous fences)."""
+    from .fences import PorousFence
+
+    n = 9
+    x, y = np.meshgrid(np.linspace(0.0, 16.0, n), np.linspace(0.0, 12.0, n))
+    z = 1.5 * np.exp(-((x - 8.0) ** 2 + (y - 6.0) ** 2) / 8.0)
+    vertices = np.stack([x.ravel(), y.ravel(), z.ravel()], axis=1)
+    index = np.arange(n * n).reshape(n, n)
+    a, b = index[:-1, :-1].ravel(), index[:-1, 1:].ravel()
+    c, d = index[1:, 1:].ravel(), index[1:, :-1].ravel()
+    triangles = np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])
+    fence = PorousFence(np.array([[4.0, 2.0, 0.0], [4.0, 10.0, 0.0], [4.0, 10.0, 1.0],
+                                  [4.0, 2.0, 1.0]]), np.array([[0, 1, 2], [0, 2, 3]]), 0.5)
+    return vertices, triangles, [fence]
+
+
+def warm_up(folder: str | os.PathLike | None = None, report=None, check_stop=None) -> float:
+    """Compile (or load) every CPU kernel a default bake uses by running a tiny simulation,
+    then write the marker in ``folder`` (the folder ``use_folder`` set; None: no marker).
+
+    ``report(progress 0..1, seconds_expected)`` is called as kernels finish compiling;
+    ``check_stop()`` between stages may raise to end early. Returns the seconds taken."""
+    from numba.core import event
+
+    from .settings import SnowSettings
+    from .simulation import Simulation
+
+    started = time.perf_counter()
+    expected = expected_seconds(folder)
+    compiled = [0]
+
+    def listener_progress():
+        if report is not None:
+            report(min(0.99, (time.perf_counter() - started) / expected), expected)
+
+    class _Listener(event.Listener):
+        def on_start(self, _event):
+            pass
+
+        def on_end(self, _event):
+            compiled[0] += 1
+            listener_progress()
+
+    listener = _Listener()
+    vertices, triangles, fences = _warm_up_scene()
+    settings = SnowSettings(flake_count=256, heightmap_resolution=24, wind_resolution=8,
+                            drift_enabled=True, obstacle_refresh_steps=2, snowfall_rate=50.0,
+                            wind_speed=14.0)
+    with event.install_listener("numba:compile", listener):
+        listener_progress()
+        simulation = Simulation(settings, vertices, triangles, backend="cpu", fences=fences)
+        for _ in range(4):
+            if check_stop is not None:
+                check_stop()
+            simulation.step(1)
+            listener_progress()
+        simulation.snow_depth()
+        simulation.flake_positions()
+    seconds = time.perf_counter() - started
+    if folder is not None:
+        # Only a real compile measures the first-use time (a warm-up that loaded the
+        # kernels from the cache takes seconds).
+        measured = seconds if seconds > 0.2 * FIRST_USE_SECONDS else expected_seconds(folder)
+        marker = {"key": source_key(), "compile_seconds": measured,
+                  "kernels_compiled": compiled[0], "finished": time.time()}
+        path = os.path.join(folder, MARKER_NAME)
+        temporary = path + f".{os.getpid()}.tmp"
+        try:
+            with open(temporary, "w", encoding="utf-8") as stream:
+                json.dump(marker, stream)
+            os.replace(temporary, path)
+        except OSError:
+            pass    # a read-only folder: the kernels still work, they compile again next time
+    if report is not None:
+        report(1.0, expected)
+    return seconds
