@@ -9,6 +9,7 @@ import numpy as np
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.terrain import build_heightmap, check_terrain_arrays
 from ..properties import unit_scale
+from .background import BackgroundOperator
 from .scene_io import read_terrain
 
 PREVIEW_NAME = "Snowfall Heightmap"
@@ -52,18 +53,27 @@ def _preview_collection(scene):
     return collection
 
 
-def set_terrain(context, objects):
-    """Validate ``objects``, build their heightmap, store them as the scene's terrain and
-    replace the heightmap preview. Raises SnowInputError (nothing changed) for bad input.
-    Returns the Heightmap."""
+def read_set_terrain(context, objects):
+    """Blender's half before the heavy part: the terrain's world-space arrays and the
+    heightmap resolution (SnowInputError, nothing changed, for bad input)."""
+    from .estimates import check_set_terrain
+
+    check_set_terrain(context, objects)   # refuses what would not fit in memory
+    terrain = read_terrain(context, objects)
+    return terrain, int(context.scene.snowfall.heightmap_resolution)
+
+
+def build_set_terrain(terrain, resolution: int):
+    """The heavy part, no Blender data (the simulation thread): the heightmap."""
+    vertices, triangles = check_terrain_arrays(terrain.vertices, terrain.triangles)
+    return build_heightmap(vertices, triangles, resolution)
+
+
+def apply_set_terrain(context, terrain, heightmap):
+    """Blender's half after it: store the terrain objects and replace the preview."""
     scene = context.scene
     props = scene.snowfall
-    terrain = read_terrain(context, objects)
-    vertices, triangles = check_terrain_arrays(terrain.vertices, terrain.triangles)
-    heightmap = build_heightmap(vertices, triangles, int(props.heightmap_resolution))
     mesh = heightmap_mesh(heightmap, unit_scale(scene), PREVIEW_NAME)
-
-    # --- valid: change the file ---------------------------------------------------------------
     props.terrain_objects.clear()
     for part in terrain.parts:
         props.terrain_objects.add().object = part.obj
@@ -82,32 +92,44 @@ def set_terrain(context, objects):
     return heightmap
 
 
-class SNOWFALL_OT_set_terrain(bpy.types.Operator):
+def set_terrain(context, objects):
+    """Validate ``objects``, build their heightmap, store them as the scene's terrain and
+    replace the heightmap preview, all at once on this thread. Raises SnowInputError
+    (nothing changed) for bad input. Returns the Heightmap."""
+    terrain, resolution = read_set_terrain(context, objects)
+    return apply_set_terrain(context, terrain, build_set_terrain(terrain, resolution))
+
+
+class SNOWFALL_OT_set_terrain(BackgroundOperator, bpy.types.Operator):
     """Use the selected mesh(es) as the terrain and show the heightmap built from them"""
 
     bl_idname = "snowfall.set_terrain"
     bl_label = "Set Terrain"
     bl_options = {"REGISTER", "UNDO"}
 
-    def execute(self, context):
+    def prepare(self, context):
         from .bake import running_job
 
         if running_job(context.scene) is not None:
-            self.report({"ERROR"}, "Snowfall: a bake is running; stop it first")
-            return {"CANCELLED"}
+            raise SnowInputError("bake", "a bake is running", "stopping it first (Esc)")
         selected = [obj for obj in context.selected_objects
                     if obj.name != PREVIEW_NAME and not obj.name.startswith(PREVIEW_NAME + ".")]
-        try:
-            heightmap = set_terrain(context, selected)
-        except SnowInputError as error:
-            self.report({"ERROR"}, str(error))
-            return {"CANCELLED"}
-        grid = heightmap.grid
-        spacing = grid.spacing / unit_scale(context.scene)
-        self.report({"INFO"}, f"Snowfall terrain: {len(selected)} object(s) -> heightmap "
-                    f"{grid.nx} x {grid.ny} nodes, {spacing:.4g} units apart, "
-                    f"{100.0 * float(np.mean(heightmap.has_surface)):.0f}% surface")
-        return {"FINISHED"}
+        terrain, resolution = read_set_terrain(context, selected)
+
+        def work(task):
+            task.report(0.1, "building the heightmap")
+            return build_set_terrain(terrain, resolution)
+
+        def apply(context, heightmap):
+            apply_set_terrain(context, terrain, heightmap)
+            grid = heightmap.grid
+            spacing = grid.spacing / unit_scale(context.scene)
+            self.report({"INFO"}, f"Snowfall terrain: {len(selected)} object(s) -> heightmap "
+                        f"{grid.nx} x {grid.ny} nodes, {spacing:.4g} units apart, "
+                        f"{100.0 * float(np.mean(heightmap.has_surface)):.0f}% surface")
+            return {"FINISHED"}
+
+        return work, apply
 
 
 CLASSES = (SNOWFALL_OT_set_terrain,)

@@ -23,6 +23,7 @@ from ..snow_addon.grid import HeightmapGrid
 from ..snow_addon.wind_preview import (SPEED_COLORMAP, arrow_mesh, seed_points, slice_height,
                                        speed_scale, stride_for_density, trace_streamlines,
                                        wind_arrows)
+from .background import BackgroundOperator
 from .scene_io import read_terrain, scene_fences
 
 #: Upper bound of automatic preview steps (the user can ask for more).
@@ -81,10 +82,9 @@ def preview_plan(settings, vertices, cells_per_step: float, steps: int):
     return settings.replace(time_step=dt), int(steps)
 
 
-def build_preview_simulation(context, cells_per_step: float, steps: int):
-    """A wind-only ``Simulation`` of the scene's terrain, porous fences and settings, and
-    its step count. Raises SnowInputError for bad settings, terrain or fences (before
-    allocating)."""
+def read_preview(context, cells_per_step: float, steps: int):
+    """Blender's half of a wind preview: (a function building the wind-only Simulation, its
+    step count). Raises SnowInputError for bad settings, terrain or fences."""
     from ..snow_addon.simulation import Simulation
 
     scene = context.scene
@@ -96,9 +96,21 @@ def build_preview_simulation(context, cells_per_step: float, steps: int):
     settings = to_snow_settings(props, scene)
     settings, steps = preview_plan(settings, vertices, cells_per_step, steps)
     settings.validate()
-    simulation = Simulation(settings, vertices, triangles, backend=props.backend, flakes=False,
-                            fences=fences)
-    return simulation, steps
+    backend = props.backend
+
+    def build():
+        return Simulation(settings, vertices, triangles, backend=backend, flakes=False,
+                          fences=fences)
+
+    return build, steps
+
+
+def build_preview_simulation(context, cells_per_step: float, steps: int):
+    """A wind-only ``Simulation`` of the scene's terrain, porous fences and settings, and
+    its step count. Raises SnowInputError for bad settings, terrain or fences (before
+    allocating)."""
+    build, steps = read_preview(context, cells_per_step, steps)
+    return build(), steps
 
 
 def _describe(simulation, steps_done: int, seconds: float) -> str:
@@ -113,9 +125,9 @@ def _describe(simulation, steps_done: int, seconds: float) -> str:
     return text
 
 
-class SNOWFALL_OT_preview_wind(bpy.types.Operator):
+class SNOWFALL_OT_preview_wind(BackgroundOperator, bpy.types.Operator):
     """Step the wind alone (no flakes) from the current settings and show it in the
-    viewport; Esc stops (the wind so far stays shown)"""
+    viewport as it develops; Esc stops (the wind so far stays shown)"""
 
     bl_idname = "snowfall.preview_wind"
     bl_label = "Preview Wind"
@@ -125,110 +137,47 @@ class SNOWFALL_OT_preview_wind(bpy.types.Operator):
         name="Steps", default=-1, min=-1,
         description="Wind steps to run (-1 = the panel's Preview Steps; 0 = automatic)")
 
-    _running = False      # class-level: one preview at a time
-    #: Wall-clock budget (s) of one timer tick, so the viewport stays responsive.
-    TICK_SECONDS = 0.05
     #: Least time (s) between two host copies of the field shown while it develops.
     PUBLISH_SECONDS = 0.1
 
     @classmethod
     def poll(cls, context):
-        return (not cls._running and hasattr(context.scene, "snowfall")
+        return (hasattr(context.scene, "snowfall")
                 and hasattr(context.scene, "snowfall_wind_preview"))
 
-    def _plan(self, context):
+    def prepare(self, context):
         preview = context.scene.snowfall_wind_preview
         steps = self.steps if self.steps >= 0 else preview.preview_steps
-        return build_preview_simulation(context, preview.cells_per_step, steps)
+        build, total = read_preview(context, preview.cells_per_step, steps)
+        started = time.perf_counter()
 
-    def _publish(self):
-        sim = self._simulation
-        WindOverlay.publish(sim.wind_field(), sim.step_index, sim.time, source="preview")
-
-    def execute(self, context):
-        start = time.perf_counter()
-        try:
-            self._simulation, total = self._plan(context)
-        except SnowInputError as error:
-            self.report({"ERROR"}, str(error))
-            return {"CANCELLED"}
-        self._simulation.step(total)
-        self._publish()
-        self.report({"INFO"}, _describe(self._simulation, total, time.perf_counter() - start))
-        self._simulation = None
-        return {"FINISHED"}
-
-    def invoke(self, context, event):
-        if bpy.app.background:
-            return self.execute(context)
-        self._start = time.perf_counter()
-        try:
-            self._simulation, self._total = self._plan(context)
-        except SnowInputError as error:
-            self.report({"ERROR"}, str(error))
-            return {"CANCELLED"}
-        type(self)._running = True
-        self._last_publish = 0.0
-        self._per_step = None
-        window_manager = context.window_manager
-        self._timer = window_manager.event_timer_add(1.0 / 60.0, window=context.window)
-        window_manager.modal_handler_add(self)
-        window_manager.progress_begin(0, self._total)
-        return {"RUNNING_MODAL"}
-
-    def modal(self, context, event):
-        if event.type in {"ESC", "RIGHTMOUSE"} and event.value == "PRESS":
-            done = self._simulation.step_index
-            self._finish(context)
-            self.report({"WARNING"}, f"Wind preview stopped at step {done} of {self._total}")
-            return {"CANCELLED"}
-        if event.type != "TIMER":
-            return {"PASS_THROUGH"}
-        sim = self._simulation
-        tick_start = time.perf_counter()
-        try:
-            while sim.step_index < self._total:
+        def work(task):
+            task.report(0.0, "building the wind grid")
+            sim = build()
+            last_publish = 0.0
+            while sim.step_index < total:
+                task.check_stop()
                 sim.step(1)
-                if time.perf_counter() - tick_start >= self.TICK_SECONDS:
-                    break
-        except Exception as error:  # never leave the timer running after a failure
-            self._finish(context)
-            self.report({"ERROR"}, f"Wind preview failed at step {sim.step_index}: {error}")
-            return {"CANCELLED"}
-        now = time.perf_counter()
-        # each publish copies the field to the host and makes the overlay rebuild its
-        # geometry: keep that under about a third of the time
-        interval = max(self.PUBLISH_SECONDS, 3.0 * WindOverlay.store.build_seconds)
-        if sim.step_index >= self._total or now - self._last_publish >= interval:
-            self._publish()
-            self._last_publish = time.perf_counter()
-        context.window_manager.progress_update(sim.step_index)
-        if context.area is not None:
-            context.area.header_text_set(
-                f"Wind preview: step {sim.step_index} / {self._total}  (Esc to stop)")
-        if sim.step_index >= self._total:
-            message = _describe(sim, sim.step_index, time.perf_counter() - self._start)
-            self._finish(context)
+                task.report(sim.step_index / total, f"step {sim.step_index} of {total}")
+                now = time.perf_counter()
+                # each publish copies the field to the host and makes the overlay rebuild
+                # its geometry: keep that under about a third of the time
+                interval = max(self.PUBLISH_SECONDS, 3.0 * WindOverlay.store.build_seconds)
+                if sim.step_index < total and now - last_publish >= interval:
+                    task.post((sim.wind_field(), sim.step_index, sim.time))
+                    last_publish = now
+            task.post((sim.wind_field(), sim.step_index, sim.time))
+            return _describe(sim, total, time.perf_counter() - started)
+
+        def apply(_context, message):
             self.report({"INFO"}, message)
             return {"FINISHED"}
-        return {"RUNNING_MODAL"}
 
-    def _finish(self, context):
-        if self._simulation is not None and self._simulation.step_index:
-            try:
-                self._publish()
-            except Exception:  # a failed device read must not keep the operator running
-                pass
-        window_manager = context.window_manager
-        window_manager.event_timer_remove(self._timer)
-        window_manager.progress_end()
-        if context.area is not None:
-            context.area.header_text_set(None)
-        self._simulation = None  # frees the device arrays
-        type(self)._running = False
+        return work, apply
 
-    def cancel(self, context):
-        self._finish(context)
+    def on_message(self, context, message):
+        field, step, seconds = message
+        WindOverlay.publish(field, step, seconds, source="preview")
 
 
 # --- wind to object ----------------------------------------------------------------------------
