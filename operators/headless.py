@@ -46,8 +46,11 @@ GZIP_MAGIC = b"\x1f\x8b"
 #: The last 4 bytes of a compressed .blend: Blender writes the Zstandard seekable format,
 #: whose seek table ends in this magic number, after every frame of data.
 ZSTD_SEEKABLE_FOOTER = b"\xb1\xea\x92\x8f"
-#: A plain .blend ends with its "ENDB" block (a block header of 16 to 32 bytes).
+#: A plain .blend ends with its "ENDB" block: a block header, all zeros after the code, of
+#: 24 bytes (the 12-byte header "BLENDER-v402": 64-bit pointers), 20 ("BLENDER_...": 32-bit)
+#: or 32 (the header of 5.0 and later, "BLENDER17-01v0502": large block headers).
 END_BLOCK = b"ENDB"
+END_BLOCK_SIZES = {b"-": 24, b"_": 20}
 
 
 class BadArgument(Exception):
@@ -102,7 +105,9 @@ def blend_file_problem(path: str) -> str | None:
     except OSError as error:
         return f"cannot be read ({error.strerror or error})"
     if head.startswith(BLEND_MAGIC):
-        if END_BLOCK not in tail:
+        end = tail.rfind(END_BLOCK)
+        size = END_BLOCK_SIZES.get(head[7:8], 32)
+        if end < 0 or len(tail) - end != size or tail[end + 4:].strip(b"\0"):
             return (f"is cut short ({size:,} bytes and no end block): it was not written "
                     "whole")
         return None
@@ -285,14 +290,18 @@ def bake_file(path: str, output: str | None = None, frame_start: int | None = No
                 job = BakeJob(context, resume=True, **options)
                 log(f"snowfall: resuming the bake in '{job.cache}' from frame {job.frame}")
             except SnowInputError as error:
-                if error.setting == "frame_end" and props.has_bake \
-                        and props.baked_frame_end >= scene.frame_end:
-                    log(f"snowfall: '{scene.name}' is already baked up to frame "
-                        f"{props.baked_frame_end}; nothing to do")
-                    return props.baked_frame_end
-                if error.setting != "bake":
+                if error.setting == "frame_end":       # the folder's bake reaches the end
+                    if props.has_bake and props.baked_frame_end >= scene.frame_end:
+                        log(f"snowfall: '{scene.name}' is already baked up to frame "
+                            f"{props.baked_frame_end}; nothing to do")
+                        return props.baked_frame_end
+                    log("snowfall: the cache folder holds a complete bake that this file "
+                        "does not show (its save did not finish); baking again")
+                elif error.setting == "bake":
+                    log(f"snowfall: no bake to resume ({error.problem}); baking from the "
+                        "start")
+                else:
                     raise
-                log(f"snowfall: no bake to resume ({error.problem}); baking from the start")
                 job = BakeJob(context, resume=False, **options)
         else:
             job = BakeJob(context, resume=bool(resume), **options)
@@ -377,8 +386,7 @@ def save_blend(target: str, log=_log) -> None:
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
         free = _free_space(folder)
         raise SaveError(f"cannot save '{target}': {reason}{free}; the file there is "
-                        "unchanged (the cache folder keeps the bake: free some space and run "
-                        "again with --resume-if-any)") from None
+                        "unchanged; free some space and run it again") from None
     try:
         if os.path.exists(target) and bpy.context.preferences.filepaths.save_version > 0:
             backup = target + "1"
