@@ -134,8 +134,24 @@ class FlakeCopier:
         return HostFlakes(planes=planes, pool=self.pool)
 
 
+#: Multiplier of the flakes' fixed hash (Knuth's multiplicative hash, 2^32 / golden ratio).
+_HASH = np.uint32(2654435761)
+
+
+def flake_hash(count: int) -> np.ndarray:
+    """(count,) float32 in [0, 1): a fixed, well-spread number per flake index (the same
+    every frame and every bake), which decides whether a far flake is written."""
+    index = np.arange(count, dtype=np.uint32)
+    return ((index * _HASH) >> np.uint32(8)).astype(np.float32) * np.float32(1.0 / (1 << 24))
+
+
 def in_camera_view(positions, view: dict) -> np.ndarray:
-    """(N,) bool: which positions (N,3), scene units, lie in ``view`` (camera_view)."""
+    """(N,) bool: which positions (N,3), scene units, lie in ``view`` (camera_view). With a
+    ``falloff`` distance (perspective cameras), a flake deeper than it is kept only when its
+    fixed hash is below (falloff / depth)^2: as many flakes per metre of depth far away as
+    at the falloff distance, so the far ones thin out instead of covering the image like
+    noise; the same flakes are kept every frame (a flake near that depth may come and go
+    as it moves)."""
     matrix = np.asarray(view["matrix"], dtype=np.float64)
     local = positions @ matrix[:3, :3].T.astype(np.float32) + matrix[:3, 3].astype(np.float32)
     x, y, z = local[:, 0], local[:, 1], local[:, 2]
@@ -146,7 +162,12 @@ def in_camera_view(positions, view: dict) -> np.ndarray:
         ahead = z < 0.0
     else:
         ahead = np.ones(len(positions), bool)
-    return ahead & (x >= xmin) & (x <= xmax) & (y >= ymin) & (y <= ymax)
+    inside = ahead & (x >= xmin) & (x <= xmax) & (y >= ymin) & (y <= ymax)
+    falloff = view.get("falloff")
+    if falloff and view["perspective"]:
+        keep = np.square(np.float32(falloff) / depth)
+        inside &= flake_hash(len(positions)) < keep
+    return inside
 
 
 class FrameStore:

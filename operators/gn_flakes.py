@@ -47,7 +47,7 @@ def _modifier(obj):
 
 
 def ensure_flakes(scene, name: str, bake_dir: str, flake_size: float = 0.004,
-                  size_random: float = 0.3):
+                  size_random: float = 0.67):
     """Create or reuse the flakes object ``name`` reading the bake folder ``bake_dir``
     (absolute or ``//``-relative); its modifier is left disabled until ``finish``."""
     if not (np.isfinite(flake_size) and flake_size > 0.0):

@@ -52,10 +52,12 @@ VIEWPORT_FLAKES = 200_000
 # setup
 
 def ensure_flake_system(scene, emitter_name_or_obj, flake_count: int, flake_size: float = 0.004,
-                        cache_dir: str | None = None, size_random: float = 0.3):
+                        cache_dir: str | None = None, size_random: float | None = None):
     """Create or reuse the emitter object and its flake particle system; return the emitter.
 
-    flake_count: number of flakes N. flake_size: flake radius, metres (snow: 0.5 mm to 1 cm).
+    flake_count: number of flakes N. flake_size: radius of the largest flake, Blender units;
+    size_random: flakes' radii vary down to (1 - size_random) times it (default
+    FLAKE_SIZE_RANDOM).
     cache_dir: folder of the .bphys files; default ``//blendcache_<blend name>/`` beside the
     saved .blend (Blender's own convention, so it travels with the file). An absolute path or
     a ``//``-relative one may be given instead; an unsaved .blend needs an explicit folder.
@@ -70,8 +72,10 @@ def ensure_flake_system(scene, emitter_name_or_obj, flake_count: int, flake_size
     if not (np.isfinite(flake_size) and flake_size > 0.0):
         raise SnowInputError("flake_size", f"must be a positive length in metres, got "
                              f"{flake_size!r}", "0.004")
+    if size_random is None:
+        size_random = FLAKE_SIZE_RANDOM
     if not (0.0 <= size_random <= 1.0):
-        raise SnowInputError("size_random", f"must lie in [0, 1], got {size_random!r}", "0.3")
+        raise SnowInputError("size_random", f"must lie in [0, 1], got {size_random!r}", "0.67")
     if cache_dir is None:
         if not bpy.data.filepath:
             raise SnowInputError("blend file", "the .blend is not saved, and the flake cache "
@@ -202,32 +206,67 @@ def _ensure_flake_object(flake_size: float):
     return flake
 
 
+#: Flakes vary in radius from (1 - FLAKE_SIZE_RANDOM) times the flake size up to it (a
+#: third to all of it: real flakes range from single crystals to aggregates).
+FLAKE_SIZE_RANDOM = 0.67
+#: Share of the flake's light that passes through it (Translucent BSDF) rather than being
+#: scattered back (Principled): a thin, lacy flake lit from behind glows.
+FLAKE_TRANSLUCENCY = 0.35
+#: Exponent on the Layer Weight "Facing" output that fades a flake to transparent toward
+#: its rim (1: linear from the centre); with Cycles' motion blur a flake renders as a soft
+#: white disc or streak, not a hard-edged bead.
+FLAKE_EDGE_SOFTNESS = 3.0
+
+
 def _ensure_snow_material(flake_size: float):
-    """Principled snow: near-white, a little blue in the scatter, soft sheen, subsurface
-    scattering with a radius of about a flake (light enters and diffuses, as in real snow)."""
+    """The flake material: white snow that scatters light (Principled, rough, faintly blue)
+    and lets a share of it through (Translucent), fading to transparent toward the rim
+    seen from the camera (Layer Weight "Facing"), so a flake renders as a soft white disc
+    and, under motion blur, a soft streak. Rebuilt on every call (a handful of nodes), so a
+    file baked by an older version gets the current look on its next bake."""
     material = bpy.data.materials.get(FLAKE_MATERIAL_NAME)
     if material is None:
         material = bpy.data.materials.new(FLAKE_MATERIAL_NAME)
-    node_tree(material)
-    principled = next((n for n in material.node_tree.nodes if n.type == 'BSDF_PRINCIPLED'), None)
-    if principled is None:
-        principled = material.node_tree.nodes.new('ShaderNodeBsdfPrincipled')
-        output = next(n for n in material.node_tree.nodes if n.type == 'OUTPUT_MATERIAL')
-        material.node_tree.links.new(principled.outputs[0], output.inputs[0])
+    tree = node_tree(material)
+    nodes, links = tree.nodes, tree.links
+    nodes.clear()
+    output = nodes.new('ShaderNodeOutputMaterial')
+    principled = nodes.new('ShaderNodeBsdfPrincipled')
     values = {
         "Base Color": (0.93, 0.95, 1.0, 1.0),
-        "Roughness": 0.45,
-        "Subsurface Weight": 0.6,
-        "Subsurface Radius": (1.0, 1.0, 1.2),
-        "Subsurface Scale": 0.5 * flake_size,
-        "Sheen Weight": 0.4,
-        "Sheen Roughness": 0.4,
-        "Specular IOR Level": 0.4,
+        "Roughness": 0.6,
+        "Sheen Weight": 0.3,
+        "Sheen Roughness": 0.5,
+        "Specular IOR Level": 0.3,
     }
     for name, value in values.items():
         if name in principled.inputs:
             principled.inputs[name].default_value = value
+    translucent = nodes.new('ShaderNodeBsdfTranslucent')
+    translucent.inputs["Color"].default_value = (0.9, 0.93, 1.0, 1.0)
+    lit = nodes.new('ShaderNodeMixShader')
+    lit.inputs[0].default_value = FLAKE_TRANSLUCENCY
+    links.new(principled.outputs[0], lit.inputs[1])
+    links.new(translucent.outputs[0], lit.inputs[2])
+    layer = nodes.new('ShaderNodeLayerWeight')
+    layer.inputs["Blend"].default_value = 0.5
+    rim = nodes.new('ShaderNodeMath')
+    rim.operation = 'POWER'
+    rim.inputs[1].default_value = FLAKE_EDGE_SOFTNESS
+    links.new(layer.outputs["Facing"], rim.inputs[0])
+    transparent = nodes.new('ShaderNodeBsdfTransparent')
+    soft = nodes.new('ShaderNodeMixShader')
+    links.new(rim.outputs[0], soft.inputs[0])
+    links.new(lit.outputs[0], soft.inputs[1])
+    links.new(transparent.outputs[0], soft.inputs[2])
+    links.new(soft.outputs[0], output.inputs["Surface"])
+    for index, node in enumerate((principled, translucent, layer, rim, lit, transparent,
+                                  soft, output)):
+        node.location = (200.0 * (index // 2), -220.0 * (index % 2))
+    if hasattr(material, "blend_method"):
+        material.blend_method = 'HASHED'           # EEVEE: the soft rim
     material.diffuse_color = (0.93, 0.95, 1.0, 1.0)
+    material["snowfall_flake_radius"] = float(flake_size)
     return material
 
 
@@ -332,17 +371,31 @@ def velocity_step(scene_or_fps) -> float:
 # --------------------------------------------------------------------------------------------
 # writing only the flakes the camera sees
 
-def camera_view(scene, camera=None, margin: float = 0.1) -> dict:
+#: Sentinel: camera_view reads the falloff from the scene's settings.
+_SCENE_FALLOFF = object()
+
+
+def camera_view(scene, camera=None, margin: float = 0.1, falloff=_SCENE_FALLOFF) -> dict:
     """The camera's view as plain numbers (json-able, for bake.json and the writer thread):
     world-to-camera matrix, whether it is perspective, and the view's bounds (x/-z and y/-z
     for perspective, x and y for orthographic) widened by ``margin`` times its width and
-    height on every side. Raises SnowInputError when the scene has no camera."""
+    height on every side; ``falloff``: the full density distance (scene units) beyond which
+    a perspective camera's flakes thin out (frame_store.in_camera_view), or None for none.
+    By default it comes from the scene's settings (Thin Out Far Flakes, Full Density
+    Distance). Raises SnowInputError when the scene has no camera."""
     camera = camera or scene.camera
     if camera is None or camera.type != 'CAMERA':
         raise SnowInputError("camera", "the scene has no camera to cull the flakes to",
                              "setting the scene camera, or writing every flake")
     if not (0.0 <= margin <= 10.0):
         raise SnowInputError("camera_margin", f"must lie in [0, 10], got {margin!r}", "0.1")
+    if falloff is _SCENE_FALLOFF:
+        props = getattr(scene, "snowfall", None)
+        falloff = float(props.camera_falloff_distance) \
+            if props is not None and props.use_camera_falloff else None
+    if falloff is not None and not (np.isfinite(falloff) and falloff > 0.0):
+        raise SnowInputError("camera_falloff_distance", f"must be a positive distance, got "
+                             f"{falloff!r}", "15 m")
     corners = [tuple(c) for c in camera.data.view_frame(scene=scene)]
     perspective = camera.data.type != 'ORTHO'
     if perspective:
@@ -352,11 +405,14 @@ def camera_view(scene, camera=None, margin: float = 0.1) -> dict:
         xs = [c[0] for c in corners]
         ys = [c[1] for c in corners]
     width, height = max(xs) - min(xs), max(ys) - min(ys)
-    return {"matrix": [list(row) for row in camera.matrix_world.inverted()],
+    view = {"matrix": [list(row) for row in camera.matrix_world.inverted()],
             "perspective": perspective,
             "bounds": [min(xs) - margin * width, max(xs) + margin * width,
                        min(ys) - margin * height, max(ys) + margin * height],
             "camera": camera.name, "margin": margin}
+    if falloff is not None and perspective:
+        view["falloff"] = float(falloff)
+    return view
 
 
 def ensure_info_file(emitter, count: int) -> None:
@@ -440,6 +496,15 @@ def _cached_frames(emitter) -> list[int]:
         if name.startswith(prefix) and name.endswith(suffix) and middle.isdigit():
             frames.append(int(middle))
     return sorted(frames)
+
+
+def show_flake_frames(emitter) -> None:
+    """Let Blender show the flake frames on disk so far, while a bake is still writing more
+    (unlike finish_flake_bake: nothing is checked or removed, the bake is not marked done)."""
+    if gn_flakes.is_gn_flakes(emitter):
+        gn_flakes.set_enabled(emitter, True)
+    else:
+        _reload_cache(emitter)
 
 
 def _reload_cache(emitter) -> None:

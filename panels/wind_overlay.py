@@ -5,6 +5,10 @@ The geometry comes from ``snow_addon.wind_preview`` (pure NumPy, tested without 
 this module only turns it into ``gpu`` batches. Blender has no GPU drawing in background
 mode, so there no handler is ever added and nothing here touches ``gpu``.
 
+An arrow over the terrain shows where the wind blows (``WindArrow``, the setting
+``show_direction``): from the side Wind From names, downwind. Its geometry is
+``wind_arrow`` (NumPy only; tested), drawn as lines.
+
 The field shown lives in ``WindOverlay.store`` (a ``WindPreviewStore`` owned by the
 handler manager class, not a module global); the preview and bake operators publish into
 it with ``WindOverlay.publish``. Loading a file clears it and removes the handler (the
@@ -15,6 +19,10 @@ from __future__ import annotations
 import bpy
 from bpy.app.handlers import persistent
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty
+
+import math
+
+import numpy as np
 
 from ..snow_addon.wind_preview import OverlayOptions, WindPreviewStore, slice_height, speed_scale
 
@@ -42,8 +50,84 @@ def _show_changed(self, context):
     WindOverlay.tag_redraw()
 
 
+def wind_arrow(low, high, wind_from: float) -> np.ndarray:
+    """Line segments (2K, 3) float64, Blender units, of an arrow over a terrain whose
+    bounding box is ``low``..``high``: across its middle, a little above its top, 0.4 of
+    its longer side long, pointing downwind. ``wind_from`` (radians) is where the wind comes
+    from, clockwise from north = +Y (the Wind From setting); the arrow points toward the
+    heading 270 degrees - wind_from, counter-clockwise from +X. Rows 0-1 are the shaft
+    (tail, tip); then the two barbs of the head, each (tip, barb end)."""
+    low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+    side = float(max(high[0] - low[0], high[1] - low[1], 1e-6))
+    heading = 1.5 * math.pi - float(wind_from)
+    down = np.array([math.cos(heading), math.sin(heading), 0.0])
+    centre = np.array([0.5 * (low[0] + high[0]), 0.5 * (low[1] + high[1]),
+                       high[2] + 0.05 * side])
+    half = 0.2 * side
+    tail, tip = centre - half * down, centre + half * down
+    segments = [tail, tip]
+    for turn in (math.radians(150.0), math.radians(-150.0)):
+        barb = np.array([math.cos(heading + turn), math.sin(heading + turn), 0.0])
+        segments += [tip, tip + 0.25 * half * 2.0 * barb]
+    return np.array(segments)
+
+
+class WindArrow:
+    """The 3D-view draw handler of the wind-direction arrow (added where Blender can draw;
+    never in background mode)."""
+
+    _handle = None
+    COLOUR = (0.35, 0.75, 1.0, 0.9)
+
+    @classmethod
+    def enable(cls) -> None:
+        if cls._handle is None and WindOverlay.can_draw():
+            cls._handle = bpy.types.SpaceView3D.draw_handler_add(cls._draw, (), "WINDOW",
+                                                                 "POST_VIEW")
+
+    @classmethod
+    def disable(cls) -> None:
+        if cls._handle is not None:
+            bpy.types.SpaceView3D.draw_handler_remove(cls._handle, "WINDOW")
+            cls._handle = None
+
+    @classmethod
+    def _draw(cls):
+        from ..properties import terrain_bounds
+
+        scene = bpy.context.scene
+        settings = getattr(scene, "snowfall_wind_preview", None)
+        props = getattr(scene, "snowfall", None)
+        if settings is None or props is None or not settings.show_direction:
+            return
+        bounds = terrain_bounds(props)
+        if bounds is None:
+            return
+        import gpu
+        from gpu_extras.batch import batch_for_shader
+
+        segments = wind_arrow(bounds[0], bounds[1], props.wind_from).astype(np.float32)
+        shader = gpu.shader.from_builtin("POLYLINE_UNIFORM_COLOR")
+        batch = batch_for_shader(shader, "LINES", {"pos": segments})
+        viewport = gpu.state.viewport_get()
+        gpu.state.blend_set("ALPHA")
+        try:
+            shader.bind()
+            shader.uniform_float("viewportSize", (viewport[2], viewport[3]))
+            shader.uniform_float("lineWidth", 4.0)
+            shader.uniform_float("color", cls.COLOUR)
+            batch.draw(shader)
+        finally:
+            gpu.state.blend_set("NONE")
+
+
 class SnowfallWindPreviewSettings(bpy.types.PropertyGroup):
     """What the wind overlay shows (``Scene.snowfall_wind_preview``)."""
+
+    show_direction: BoolProperty(
+        name="Wind Arrow", default=True, update=_redraw, options=set(),
+        description="Draw an arrow over the terrain in the 3D view, pointing where the wind "
+                    "blows (from the side Wind From names)")
 
     show_overlay: BoolProperty(
         name="Show Wind", default=True, update=_show_changed,
@@ -317,9 +401,11 @@ def register():
     for hooks in (bpy.app.handlers.load_pre, bpy.app.handlers.load_post):
         if _on_load not in hooks:
             hooks.append(_on_load)
+    WindArrow.enable()
 
 
 def unregister():
+    WindArrow.disable()
     WindOverlay.disable()
     WindOverlay.clear()
     for hooks in (bpy.app.handlers.load_pre, bpy.app.handlers.load_post):

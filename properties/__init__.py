@@ -7,12 +7,16 @@ scene's bake lives on disk and whether Resume can continue it. ``operators/`` an
 Registered first by the add-on's ``register()``, unregistered last.
 """
 from .bake_folder import cache_folder_setting, resume_available, scene_bake_folder
-from .groups import (CLASSES, DEFAULT_CACHE_FOLDER, LEGACY_CACHE_FOLDER, SnowfallSettings,
-                     SnowfallTerrainItem, register, unregister)
-from .mapping import (frames_per_second, sample_property, terrain_objects, to_snow_settings,
-                      unit_scale, wind_keys)
+from .groups import (ANIMATED, CLASSES, DEFAULT_CACHE_FOLDER, LEGACY_CACHE_FOLDER,
+                     SETTINGS_VERSION, SnowfallSettings, SnowfallTerrainItem, migrate_scene,
+                     register, unregister)
+from .mapping import (bake_seconds, flake_count, flake_radius, frames_per_second,
+                      heading_degrees, sample_property, snowfall_rate, terrain_bounds,
+                      terrain_objects, to_snow_settings, unit_scale, wind_keys)
 
-__all__ = ["CLASSES", "DEFAULT_CACHE_FOLDER", "LEGACY_CACHE_FOLDER", "SnowfallSettings",
-           "SnowfallTerrainItem", "cache_folder_setting", "frames_per_second", "register",
-           "resume_available", "sample_property", "scene_bake_folder", "terrain_objects",
-           "to_snow_settings", "unit_scale", "unregister", "wind_keys"]
+__all__ = ["ANIMATED", "CLASSES", "DEFAULT_CACHE_FOLDER", "LEGACY_CACHE_FOLDER",
+           "SETTINGS_VERSION", "SnowfallSettings", "SnowfallTerrainItem", "bake_seconds",
+           "cache_folder_setting", "flake_count", "flake_radius", "frames_per_second",
+           "heading_degrees", "migrate_scene", "register", "resume_available",
+           "sample_property", "scene_bake_folder", "snowfall_rate", "terrain_bounds",
+           "terrain_objects", "to_snow_settings", "unit_scale", "unregister", "wind_keys"]

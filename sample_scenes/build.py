@@ -1,6 +1,13 @@
 """Building the sample scenes in Blender: a terrain object from the engine's procedural
 terrains (snow_addon/scenes.py), a camera, a sun, a sky, and Snowfall settings a new user
-can bake at once. Used by the runnable scene modules and by the demo."""
+can bake at once. Used by the runnable scene modules and by the demo.
+
+Every scene renders falling snow the way the add-on's Flakes panel sets it up: flakes only
+where the camera sees them, thinning out beyond ``FULL_DENSITY`` of the camera's distance
+(``camera_falloff_distance``), their radius automatic (from the camera's distance to the
+terrain), and Cycles motion blur with a half-frame shutter (operators/render_setup.py).
+The amount of snow is each scene's snowfall rate (Amount: Snowfall Rate), as the drift
+validation scenes and the README's figures were made with."""
 from __future__ import annotations
 
 import math
@@ -61,6 +68,7 @@ def _camera_and_light(centre, distance, height, heading_deg, lens=35.0):
     background.inputs["Color"].default_value = (0.55, 0.65, 0.8, 1.0)
     background.inputs["Strength"].default_value = 0.6
     scene.world = world
+    return math.hypot(distance, height)
 
 
 def ground_material(name: str, dark, light, scale: float = 0.5):
@@ -116,7 +124,16 @@ def dress_terrain(obj, ground, raised=None, raised_above: float = 0.05) -> None:
     mesh.polygons.foreach_set("material_index", index.astype(np.int32))
 
 
-def _render_defaults(scene, resolution=(640, 360), samples=16):
+#: Full Density Distance of the camera-only flakes, as a share of the camera's distance to
+#: its target: flakes nearer than this are all written, farther ones thin out.
+FULL_DENSITY = 0.5
+
+
+def _render_defaults(scene, camera_distance: float, resolution=(640, 360), samples=16):
+    """Cycles on the CPU, the snow render setup and camera-only flakes thinning out beyond
+    FULL_DENSITY of ``camera_distance`` (the camera's distance to its target)."""
+    from ..operators.render_setup import setup_render
+
     scene.render.engine = "CYCLES"
     scene.cycles.device = "CPU"
     scene.cycles.samples = samples
@@ -124,30 +141,43 @@ def _render_defaults(scene, resolution=(640, 360), samples=16):
     scene.render.resolution_x, scene.render.resolution_y = resolution
     scene.render.resolution_percentage = 100
     scene.render.image_settings.file_format = "PNG"
+    setup_render(scene)                       # motion blur, transparent bounces
+    props = scene.snowfall
+    props.camera_only = True
+    props.camera_margin = 0.1
+    props.use_camera_falloff = True
+    props.camera_falloff_distance = FULL_DENSITY * camera_distance
+    props.use_auto_flake_size = True
+
+
+def _storm(props, rate: float, wind_speed: float, wind_from: float = 270.0) -> None:
+    """A scene's snowfall (a rate, m/h) and wind (m/s, from ``wind_from`` degrees)."""
+    props.snowfall_mode = "RATE"
+    props.snowfall_rate = rate
+    props.wind_speed = wind_speed
+    props.wind_from = math.radians(wind_from)
 
 
 def box_test(frames: int = 96, flakes: int = 100_000, resolution: int = 81):
     """The papers' box test (001, fig. 4.10): a 20 m plane with a 4 x 4 x 2 m block and a
-    strong wind (10 m/s) blowing toward +X. Returns the terrain object."""
+    strong wind (10 m/s) from the west (blowing toward +X). Returns the terrain object."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
     vertices, triangles = scenes.box_test(size=20.0, block=4.0, block_height=2.0,
                                           resolution=resolution)
     terrain = mesh_object("Box Test Terrain", vertices, triangles)
     dress_terrain(terrain, EARTH, raised=CONCRETE)
-    _camera_and_light((1.0, 0.0, 0.5), 22.0, 12.0, -60.0)
-    _render_defaults(scene)
+    distance = _camera_and_light((1.0, 0.0, 0.5), 22.0, 12.0, -60.0)
+    _render_defaults(scene, distance)
     scene.frame_start, scene.frame_end = 1, frames
     props = scene.snowfall
     props.heightmap_resolution = 128
     props.wind_resolution = 32
     props.sky_height = 6.0
-    props.wind_speed = 10.0
-    props.wind_direction = 0.0
+    _storm(props, rate=60.0, wind_speed=10.0)   # time-lapse: about 3 cm in a 2 s bake
     props.gust_strength = 0.2
     props.flake_count = flakes
     props.snow_type = "dry"
-    props.snowfall_rate = 60.0        # time-lapse: about 3 cm in a 2 s bake
     props.substeps = 2
     props.side_walls = True           # the plane's sides run along the wind: no snow lines
     return terrain
@@ -155,47 +185,45 @@ def box_test(frames: int = 96, flakes: int = 100_000, resolution: int = 81):
 
 def mountain_valley(frames: int = 96, flakes: int = 200_000, resolution: int = 256):
     """A 400 x 300 m valley between two ridges (60 m relief), a 12 m/s storm across the
-    valley (+X, turning to 20 degrees): crests and windward slopes scoured, lee slopes
-    loaded. Returns the terrain object."""
+    valley (from the west, turning to from 250 degrees, west-south-west): crests and
+    windward slopes scoured, lee slopes loaded. Returns the terrain object."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
     vertices, triangles = scenes.mountain_valley(size_x=400.0, size_y=300.0, relief=60.0,
                                                  resolution=resolution)
     terrain = mesh_object("Valley Terrain", vertices, triangles)
     dress_terrain(terrain, ROCK)
-    _camera_and_light((0.0, 0.0, 20.0), 330.0, 140.0, -70.0, lens=32.0)
-    _render_defaults(scene)
+    distance = _camera_and_light((0.0, 0.0, 20.0), 330.0, 140.0, -70.0, lens=32.0)
+    _render_defaults(scene, distance)
     scene.frame_start, scene.frame_end = 1, frames
     props = scene.snowfall
     props.heightmap_resolution = 256
     props.wind_resolution = 64
     props.sky_height = 40.0           # flakes reach the ground within the bake
-    props.wind_speed = 12.0
-    props.wind_direction = 0.0        # across the valley: over one ridge into the other's lee
+    # across the valley (from the west): over one ridge into the other's lee; time-lapse
+    _storm(props, rate=50.0, wind_speed=12.0)
     props.flake_count = flakes
     props.snow_type = "dry"
-    props.snowfall_rate = 50.0        # time-lapse
-    props.flake_size = 0.06
     props.substeps = 2
     # The wind turns slowly across the bake: keyframed direction, sampled per frame.
-    props.keyframe_insert("wind_direction", frame=1)
-    props.wind_direction = math.radians(20.0)
-    props.keyframe_insert("wind_direction", frame=frames)
-    props.wind_direction = 0.0
+    props.keyframe_insert("wind_from", frame=1)
+    props.wind_from = math.radians(250.0)
+    props.keyframe_insert("wind_from", frame=frames)
+    props.wind_from = math.radians(270.0)
     return terrain
 
 
 def _drift_storm(scene, flakes: int):
-    """The drift validation scenes' storm (as benchmarks/drift_validation.py): 10 m/s along
-    +X with light gusts, dry snow at a 120 m/h time-lapse. Returns the scene's settings."""
+    """The drift validation scenes' storm (as benchmarks/drift_validation.py): 10 m/s from
+    the west (along +X) with light gusts, dry snow at a 120 m/h time-lapse. Returns the
+    scene's settings."""
     props = scene.snowfall
-    props.wind_speed = 10.0
-    props.wind_direction = 0.0
+    # time-lapse: about 7 cm on open ground in 48 frames
+    _storm(props, rate=120.0, wind_speed=10.0)
     props.gust_strength = 0.2
     props.gust_direction_jitter = math.radians(5.0)
     props.flake_count = flakes
     props.snow_type = "dry"
-    props.snowfall_rate = 120.0       # time-lapse: about 7 cm on open ground in 48 frames
     props.substeps = 2
     return props
 
@@ -213,14 +241,13 @@ def _fence_storm(frames: int, flakes: int):
     """Camera, sun, render and Snowfall settings of the fence scenes: the validation storm
     on 0.25 m heightmap nodes and 0.5 m wind cells (4 up the fence). Returns the settings."""
     scene = bpy.context.scene
-    _camera_and_light((-4.0, 0.0, 0.0), 24.0, 9.0, -35.0, lens=30.0)
-    _render_defaults(scene)
+    distance = _camera_and_light((-4.0, 0.0, 0.0), 24.0, 9.0, -35.0, lens=30.0)
+    _render_defaults(scene, distance)
     scene.frame_start, scene.frame_end = 1, frames
     props = _drift_storm(scene, flakes)
     props.heightmap_resolution = 241      # 0.25 m
     props.wind_cell_size = 0.5            # 4 cells up the fence
     props.sky_height = 8.0
-    props.flake_size = 0.015
     props.side_walls = True           # the plane's sides run along the wind: no snow lines
     return props
 
@@ -293,14 +320,13 @@ def ridge(frames: int = 96, flakes: int = 200_000, resolution: int = 241):
                                        half_width=30.0, resolution=resolution)
     terrain = mesh_object("Ridge Terrain", vertices, triangles)
     dress_terrain(terrain, ROCK)
-    _camera_and_light((10.0, 0.0, 6.0), 160.0, 60.0, -50.0, lens=32.0)
-    _render_defaults(scene)
+    distance = _camera_and_light((10.0, 0.0, 6.0), 160.0, 60.0, -50.0, lens=32.0)
+    _render_defaults(scene, distance)
     scene.frame_start, scene.frame_end = 1, frames
     props = _drift_storm(scene, flakes)
     props.heightmap_resolution = 241      # 1 m
     props.wind_cell_size = 2.5            # 8 cells up the ridge
     props.sky_height = 30.0
-    props.flake_size = 0.06
     return terrain
 
 

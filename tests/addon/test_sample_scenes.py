@@ -28,7 +28,8 @@ def test_sample_scene_builds_and_bakes(addon, tmp_path, name, terrain_name):
     if name == "mountain_valley":   # keyframed wind direction reaches the engine
         from snowfall.properties import to_snow_settings
         keys = to_snow_settings(props, scene).wind_keys
-        assert keys[0][2] == pytest.approx(0.0) and keys[-1][2] == pytest.approx(20.0)
+        # headings: from 270 (west) to 250 degrees (Wind From, stored as float32 radians)
+        assert keys[0][2] == pytest.approx(0.0, abs=1e-4) and keys[-1][2] == pytest.approx(20.0)
 
 
 def test_porous_fence_scene_builds_and_bakes_with_its_fence(addon, tmp_path):
