@@ -7,8 +7,10 @@ modal timer: the window keeps redrawing and Esc works at once. The CPU kernels r
 GIL while they run.
 
 When the add-on is enabled in an interactive Blender, the CPU kernels are compiled (or, when
-a previous session compiled them, loaded) on that thread straight away, into a folder of the
-user's own that survives restarts and add-on updates (``kernel_cache_folder``). A Bake
+a previous session compiled them, loaded) straight away, into a folder of the user's own that
+survives restarts and add-on updates (``kernel_cache_folder``): the compile runs in child
+processes, one per part of the kernels, in parallel (snow_addon/kernel_cache.prepare), so
+Blender's own process only loads the result, on that thread. A Bake
 pressed before that is done waits for it with its own progress ("preparing the simulation
 for first use"). In background Blender (scripts, farms, tests) nothing starts by itself;
 ``SNOWFALL_PREPARE_KERNELS=1`` starts it there too.
@@ -101,13 +103,22 @@ def start(compile_now: bool | None = None) -> KernelPreparation:
     if compile_now:
         def compile_kernels(task):
             task.report(0.0, "preparing the simulation for first use")
-            return kernel_cache.warm_up(
+            return kernel_cache.prepare(
                 folder, report=lambda share, _expected: task.report(share),
                 check_stop=task.check_stop)
 
         task = worker().submit(compile_kernels, WARM_UP_TASK)
     _Engine.preparation = KernelPreparation(folder, task, ready)
     return _Engine.preparation
+
+
+def prepare_now() -> float:
+    """Compile (in parallel child processes) or load the CPU kernels on this thread, into
+    the add-on's compile cache folder: what a script does before its first bake, as the
+    demo does. Returns the seconds it took."""
+    folder = _Engine.preparation.folder if _Engine.preparation is not None else \
+        start(compile_now=False).folder
+    return kernel_cache.prepare(folder)
 
 
 def stop() -> None:

@@ -28,6 +28,17 @@ def run(scene_name: str, out_png: str, frames: int, flakes: int | None, frame: i
     options = {"frames": frames}
     if flakes is not None:
         options["flakes"] = flakes
+    if not hasattr(bpy.types.Scene, "snowfall"):
+        from .. import register
+
+        register()
+    if backend in ("auto", "cpu"):
+        # The CPU kernels: compiled in parallel child processes into the add-on's compile
+        # cache the first time on a machine (about a minute on 2 cores), loaded after that.
+        from ..operators import engine
+
+        seconds = engine.prepare_now()
+        print(f"demo: CPU kernels ready in {seconds:.1f} s", flush=True)
     build(scene_name, **options)
     scene = bpy.context.scene
     scene.snowfall.backend = backend
