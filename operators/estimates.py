@@ -4,10 +4,12 @@ per frame (measured: by the last bake or by the Measure operator)."""
 from __future__ import annotations
 
 import functools
+import math
 import time
 from dataclasses import dataclass
 
 import bpy
+import numpy as np
 
 from ..snow_addon.backend import select_backend
 from ..snow_addon.errors import SnowInputError
@@ -51,6 +53,92 @@ def estimate(context) -> Estimate:
                     WindSolver.estimate_bytes(settings, wind),
                     FlakeSystem.estimate_bytes(settings),
                     SnowCover.estimate_bytes(settings, heightmap))
+
+
+#: Set Terrain's cost per heightmap node: the heightmap, its preview mesh (a Blender mesh
+#: with a vertex and a quad per node) and the arrays that build them. Measured with bpy 5.2
+#: on this project's 2-core machine (a 100 x 80 m grid terrain, resolution 2048: 3.4 M
+#: nodes, 292 B and 2.1 us per node at the peak; 1024: 2.5 us), rounded up.
+SET_TERRAIN_BYTES_PER_NODE = 320
+SET_TERRAIN_SECONDS_PER_NODE = 2.5e-6
+#: Share of the available memory an estimate may use before it is refused (the rest is
+#: Blender's, the viewport's and the estimate's error).
+MEMORY_SHARE = 0.8
+#: A bake's files: flakes at most 16 B per flake-frame (docs/bake_cache.md: 13-15), snow
+#: depth at most 8 B per heightmap node and frame (two float32 channels, ZIP), and the
+#: checkpoint (about 36 B per flake plus the wind grid) twice while the newest replaces
+#: the one before.
+DISK_BYTES_PER_FLAKE_FRAME = 16
+DISK_BYTES_PER_NODE_FRAME = 8
+CHECKPOINT_BYTES_PER_FLAKE = 40
+
+
+def available_memory() -> int:
+    """Bytes of RAM this process can still use (/proc/meminfo's MemAvailable, else the
+    physical pages the system reports)."""
+    from ..snow_addon.backend import host_memory_available
+
+    return int(host_memory_available())
+
+
+def _grid_nodes(low, high, resolution: int) -> tuple:
+    grid = HeightmapGrid.covering(float(low[0]), float(low[1]), float(high[0]),
+                                  float(high[1]), int(resolution))
+    return grid.nx, grid.ny
+
+
+def check_set_terrain(context, objects) -> tuple:
+    """Memory and time Set Terrain will take for ``objects`` at the scene's heightmap
+    resolution, from their bounding boxes (no mesh evaluation). Raises SnowInputError
+    naming heightmap_resolution (with the largest that fits) when the memory would pass
+    ``MEMORY_SHARE`` of what is available; returns (bytes, seconds) otherwise."""
+    scene = context.scene
+    resolution = int(scene.snowfall.heightmap_resolution)
+    objects = [obj for obj in objects if obj is not None and obj.type == "MESH"]
+    if not objects:
+        return 0, 0.0           # Set Terrain's own check names the problem
+    low, high = world_bounds(context, objects)
+    nx, ny = _grid_nodes(low, high, resolution)
+    nodes = nx * ny
+    needed = nodes * SET_TERRAIN_BYTES_PER_NODE
+    seconds = nodes * SET_TERRAIN_SECONDS_PER_NODE
+    available = available_memory()
+    if needed > MEMORY_SHARE * available:
+        fits = int(resolution * math.sqrt(MEMORY_SHARE * available / needed))
+        raise SnowInputError(
+            "heightmap_resolution", f"a {nx} x {ny} heightmap ({nodes / 1e6:.1f} M nodes) "
+            f"needs about {_gb(needed)} and {_duration(seconds)} to build and show, and "
+            f"{_gb(available)} of memory are available",
+            f"heightmap_resolution <= {max(fits, 2)}")
+    return needed, seconds
+
+
+def bake_disk_bytes(settings, frames: int, vertex_arrays=()) -> int:
+    """Upper estimate of a bake's files (bytes) over ``frames`` frames: flakes, snow depth
+    on the heightmap of the terrain's vertices (``vertex_arrays``, metres), checkpoints."""
+    nodes = int(settings.heightmap_resolution) ** 2
+    arrays = [np.asarray(v) for v in vertex_arrays if len(v)]
+    if arrays:
+        points = np.concatenate(arrays)
+        nx, ny = _grid_nodes(points.min(axis=0), points.max(axis=0),
+                             settings.heightmap_resolution)
+        nodes = nx * ny
+    frames = max(1, int(frames))
+    flakes = int(settings.flake_count)
+    return (frames * (flakes * DISK_BYTES_PER_FLAKE_FRAME + nodes * DISK_BYTES_PER_NODE_FRAME)
+            + 2 * flakes * CHECKPOINT_BYTES_PER_FLAKE)
+
+
+def _gb(count: float) -> str:
+    return f"{count / 1024**3:.1f} GiB" if count >= 1024**3 else f"{count / 1024**2:.0f} MiB"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 @functools.lru_cache(maxsize=8)

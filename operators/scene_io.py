@@ -1,8 +1,10 @@
 """Reading Blender data into the engine's arrays: the terrain objects' evaluated meshes
 (modifiers applied, the add-on's own snow modifier left out) in world space and SI metres,
 the porous snow fences (the mesh objects of the Porous Fences collection, read the same
-way), and the cache folder. Nothing here changes the .blend except the brief, restored
-toggle of the snow modifier while a terrain is read.
+way), and the cache folder. Both are read as they are at the scene's first frame (the
+bake's first frame), whatever frame the timeline shows. Nothing here changes the .blend
+except the brief, restored toggle of the snow modifier and change of frame while a terrain
+is read.
 """
 from __future__ import annotations
 
@@ -67,11 +69,96 @@ def _snow_modifiers(obj):
 
 def read_terrain(context, objects, setting: str = "terrain") -> Terrain:
     """World-space triangle soup of ``objects`` with their modifiers (except the add-on's
-    snow modifier) applied, in metres. Raises SnowInputError for non-meshes, meshes with no
-    faces, and meshes whose modifiers change the vertex count (the per-vertex snow depth
-    is stored on the original mesh, so the two must match)."""
+    snow modifier) applied, in metres, as they are at the scene's first frame (the bake's
+    first frame, whatever frame the timeline shows). Modifiers that add vertices
+    (Subdivision, Geometry Nodes) are applied like any other: the bake takes the evaluated
+    mesh. Raises SnowInputError for non-meshes, meshes with no faces, and a terrain that
+    moves or changes during the frame range unless Terrain at First Frame is on."""
     objects = check_terrain_objects(objects, setting)
-    return Terrain(_world_meshes(context, objects, setting, same_vertex_count=True))
+    scene = context.scene
+    first, last = int(scene.frame_start), int(scene.frame_end)
+    with _at_frame(scene, first):
+        parts = _world_meshes(context, objects, setting, same_vertex_count=False)
+    if last > first and not scene.snowfall.terrain_at_first_frame:
+        _refuse_moving(context, objects, parts, first, last, setting)
+    return Terrain(parts)
+
+
+#: Modifier types whose result depends only on the mesh and their own (unanimated)
+#: settings; any other (Geometry Nodes, Wave, Ocean, Cloth, Armature, Hook, ...) may change
+#: the terrain from frame to frame, which ``read_terrain`` then checks by sampling frames.
+STILL_MODIFIERS = {"SUBSURF", "MULTIRES", "MIRROR", "ARRAY", "SOLIDIFY", "BEVEL",
+                   "DECIMATE", "TRIANGULATE", "WELD", "EDGE_SPLIT", "REMESH", "SMOOTH",
+                   "LAPLACIANSMOOTH", "CORRECTIVE_SMOOTH", "WEIGHTED_NORMAL", "SCREW",
+                   "SKIN", "WIREFRAME", "TRIANGULATE", "BOOLEAN", "DISPLACE", "NORMAL_EDIT",
+                   "UV_PROJECT", "UV_WARP", "MASK", "EDGE_SPLIT", "DATA_TRANSFER",
+                   "SHRINKWRAP", "SIMPLE_DEFORM", "CAST"}
+
+
+def _animated(idblock) -> bool:
+    data = getattr(idblock, "animation_data", None)
+    return data is not None and (data.action is not None or len(data.drivers) > 0
+                                 or len(data.nla_tracks) > 0)
+
+
+def may_move(obj) -> bool:
+    """Whether ``obj``'s evaluated mesh may differ between frames: animation or drivers on
+    it, its parents or its mesh (shape keys included), constraints, or a modifier that is
+    not in STILL_MODIFIERS."""
+    chain = obj
+    while chain is not None:
+        if _animated(chain) or len(chain.constraints) > 0:
+            return True
+        chain = chain.parent
+    data = obj.data
+    if _animated(data) or (getattr(data, "shape_keys", None) is not None
+                           and _animated(data.shape_keys)):
+        return True
+    return any(mod.type not in STILL_MODIFIERS for mod in obj.modifiers
+               if not mod.name.startswith(SNOW_MODIFIER_NAME))
+
+
+class _at_frame:
+    """Evaluate the scene at ``frame`` inside the block (the frame the timeline showed is
+    restored after; nothing happens when it already shows ``frame``)."""
+
+    def __init__(self, scene, frame: int):
+        self.scene, self.frame = scene, int(frame)
+
+    def __enter__(self):
+        self.before = (self.scene.frame_current, self.scene.frame_subframe)
+        self.moved = self.before != (self.frame, 0.0)
+        if self.moved:
+            self.scene.frame_set(self.frame)
+        return self
+
+    def __exit__(self, *_exc):
+        if self.moved:
+            self.scene.frame_set(self.before[0], subframe=self.before[1])
+        return False
+
+
+def _refuse_moving(context, objects, parts, first: int, last: int, setting: str) -> None:
+    """SnowInputError naming ``terrain_at_first_frame`` when an object of ``objects`` that
+    may move (``may_move``) is not where it was at ``first`` at the middle or last frame."""
+    moving = [obj for obj in objects if may_move(obj)]
+    if not moving:
+        return
+    reference = {part.obj.as_pointer(): part for part in parts}
+    for frame in sorted({(first + last) // 2, last}):
+        with _at_frame(context.scene, frame):
+            sampled = _world_meshes(context, moving, setting, same_vertex_count=False)
+        for part in sampled:
+            start = reference[part.obj.as_pointer()]
+            if start.vertices.shape != part.vertices.shape or \
+                    not np.array_equal(start.triangles, part.triangles) or \
+                    not np.allclose(start.vertices, part.vertices, rtol=0.0, atol=1e-6):
+                raise SnowInputError(
+                    "terrain_at_first_frame", f"the terrain '{part.obj.name}' moves or changes "
+                    f"between frames {first} and {frame} (animation, drivers, constraints, a "
+                    "parent or a modifier), and the bake holds the terrain still",
+                    f"turning on Terrain at First Frame to bake it as it is at frame {first}, "
+                    "or removing the animation")
 
 
 def _world_meshes(context, objects, setting: str, same_vertex_count: bool) -> list:
@@ -156,7 +243,9 @@ def read_fences(context, collection, porosity, terrain=None) -> list:
                 "Terrain without it): a solid wall belongs in the terrain, a slatted fence "
                 "in the fence collection")
     fences = []
-    for part in _world_meshes(context, objects, FENCE_SETTING, same_vertex_count=False):
+    with _at_frame(context.scene, context.scene.frame_start):     # as the terrain is read
+        fence_parts = _world_meshes(context, objects, FENCE_SETTING, same_vertex_count=False)
+    for part in fence_parts:
         try:
             fences.append(PorousFence(part.vertices, part.triangles, porosity))
         except SnowInputError as error:

@@ -6,7 +6,7 @@ scene's bake lives on disk and whether Resume can continue it. ``operators/`` an
 ``panels/`` both import from here; this package imports neither (only ``snow_addon``).
 Registered first by the add-on's ``register()``, unregistered last.
 """
-from .bake_folder import cache_folder_setting, resume_available, scene_bake_folder
+from .bake_folder import cache_folder_setting, folder_owner, resume_available, scene_bake_folder
 from .groups import (ANIMATED, CLASSES, DEFAULT_CACHE_FOLDER, LEGACY_CACHE_FOLDER,
                      SETTINGS_VERSION, SnowfallSettings, SnowfallTerrainItem, migrate_scene,
                      register, unregister)

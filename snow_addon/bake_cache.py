@@ -30,6 +30,7 @@ to the caller with the space the bake still needs.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -39,6 +40,7 @@ import queue
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -55,6 +57,8 @@ META_NAME = "bake.json"
 PROGRESS_NAME = "progress.json"
 SNOW_DIR = "snow"
 FLAKE_DIR = "flakes"
+#: bake.json's record of the .blend that made the bake (``owner_record``).
+OWNER_KEY = "owner"
 #: Frames (from the last one back) whose files get a full CRC check on resume; older frames
 #: get a size check.
 CRC_CHECK_FRAMES = 2
@@ -403,11 +407,79 @@ class BakeFolder:
 
     # bake.json
     def start(self, meta: dict) -> None:
-        """Begin a new bake: remove this module's files of an older bake, write bake.json."""
+        """Begin a new bake: remove this module's files of an older bake, write bake.json.
+        BakeCacheError (naming the file, nothing left half written: no bake.json) when the
+        folder cannot be written."""
+        self.check_writable()
         self.free(keep_folder=True)
-        os.makedirs(self.snow_dir, exist_ok=True)
-        os.makedirs(self.flake_dir, exist_ok=True)
-        write_json_atomic(self.meta_path, dict(meta, format=BAKE_FORMAT, version=BAKE_VERSION))
+        try:
+            os.makedirs(self.snow_dir, exist_ok=True)
+            os.makedirs(self.flake_dir, exist_ok=True)
+            write_json_atomic(self.meta_path, dict(meta, format=BAKE_FORMAT,
+                                                   version=BAKE_VERSION))
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.unlink(self.meta_path)
+            raise disk_error(error, self.meta_path, "the bake did not start") from None
+
+    def set_owner(self, owner: dict) -> None:
+        """Record ``owner`` (``owner_record``) in bake.json (adopting a bake made before
+        owners were recorded, or by a file that moved, or taking one over)."""
+        meta = read_json(self.meta_path, "bake description")
+        meta[OWNER_KEY] = dict(owner)
+        try:
+            write_json_atomic(self.meta_path, meta)
+        except OSError as error:
+            raise disk_error(error, self.meta_path, "its owner was not changed") from None
+
+    def owner_status(self, owner_id: str, blend_path: str, by_setting: bool = False):
+        """``owner_status`` of this folder."""
+        return owner_status(self.path, owner_id, blend_path, by_setting)
+
+    def files(self) -> list:
+        """Every file of this module's in the folder (what ``free`` deletes)."""
+        found = []
+        if os.path.isdir(self.path):
+            for name in os.listdir(self.path):
+                if name in (META_NAME, PROGRESS_NAME) or (
+                        name.startswith(("checkpoint_", "state_")) and ".npz" in name) \
+                        or (name.startswith(".") and name.endswith(".tmp")):
+                    found.append(os.path.join(self.path, name))
+        for folder, suffixes in ((self.snow_dir, (".npy", ".exr")),
+                                 (self.flake_dir, (".bphys",))):
+            if os.path.isdir(folder):
+                for name in os.listdir(folder):
+                    if name.endswith(suffixes) or name.endswith(".tmp"):
+                        found.append(os.path.join(folder, name))
+        return found
+
+    def check_writable(self) -> None:
+        """BakeCacheError unless files can be created and deleted in the folder and its
+        snow/ and flakes/ folders (those that exist; the nearest existing parent of those
+        that do not): a read-only folder is refused before anything is deleted."""
+        for folder in (self.path, self.snow_dir, self.flake_dir):
+            probe = folder
+            while not os.path.exists(probe):
+                parent = os.path.dirname(probe)
+                if parent == probe:
+                    break
+                probe = parent
+            if not os.path.isdir(probe):
+                raise BakeCacheError(f"'{probe}' is a file, not a folder", "another cache "
+                                     "folder", probe)
+            problem = None
+            if not os.access(probe, os.W_OK | os.X_OK):
+                problem = "permission denied"
+            else:
+                try:   # access() passes for root and on read-only mounts: really try
+                    with tempfile.TemporaryFile(dir=probe):
+                        pass
+                except OSError as error:
+                    problem = error.strerror or str(error)
+            if problem is not None:
+                raise BakeCacheError(f"cannot change the bake folder '{probe}' ({problem}); "
+                                     "nothing was changed", "making it writable, or another "
+                                     "cache folder", probe)
 
     def read_meta(self) -> dict:
         meta = read_json(self.meta_path, "bake description")
@@ -503,25 +575,27 @@ class BakeFolder:
                             pass
 
     def free(self, keep_folder: bool = False) -> None:
-        """Remove this module's files (and the folder when it is left empty)."""
+        """Remove this module's files (and the folder when it is left empty). A folder that
+        vanished is nothing to free; a read-only one raises BakeCacheError before any file
+        is deleted (``check_writable``)."""
         if not os.path.isdir(self.path):
             return
-        for name in os.listdir(self.path):
-            full = os.path.join(self.path, name)
-            if name in (META_NAME, PROGRESS_NAME) or (
-                    name.startswith(("checkpoint_", "state_")) and ".npz" in name) \
-                    or (name.startswith(".") and name.endswith(".tmp")):
-                os.unlink(full)
-        for folder, suffixes in ((self.snow_dir, (".npy", ".exr")),
-                                 (self.flake_dir, (".bphys",))):
-            if os.path.isdir(folder):
-                for name in os.listdir(folder):
-                    if name.endswith(suffixes) or name.endswith(".tmp"):
-                        os.unlink(os.path.join(folder, name))
-                if not os.listdir(folder) and not keep_folder:
+        files = self.files()
+        if files:
+            self.check_writable()
+        # progress.json first: a free stopped half way leaves no commit naming missing files
+        files.sort(key=lambda path: os.path.basename(path) != PROGRESS_NAME)
+        try:
+            for path in files:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            for folder in (self.snow_dir, self.flake_dir):
+                if os.path.isdir(folder) and not os.listdir(folder) and not keep_folder:
                     os.rmdir(folder)
-        if not keep_folder and not os.listdir(self.path):
-            os.rmdir(self.path)
+            if not keep_folder and os.path.isdir(self.path) and not os.listdir(self.path):
+                os.rmdir(self.path)
+        except OSError as error:
+            raise disk_error(error, self.path, "freeing stopped part way") from None
 
 
 #: progress.json path -> (its (inode, mtime, size), what resume_available needs of it):
@@ -650,3 +724,102 @@ def is_disk_error(error: BaseException) -> bool:
     """A write failure the user fixes on the disk: full, read-only, no permission, quota."""
     return isinstance(error, OSError) and error.errno in (
         errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG)
+
+
+def disk_error(error: OSError, path: str, what: str) -> BakeCacheError:
+    """A BakeCacheError for an OSError writing or deleting under the bake folder: the file,
+    the reason, what became of the bake (``what``), and what to try."""
+    path = final_name(getattr(error, "filename", None) or path)
+    reason = error.strerror or str(error)
+    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        hint = "freeing disk space, or another cache folder"
+    elif error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        hint = "making the folder writable, or another cache folder"
+    else:
+        hint = "checking the cache folder"
+    return BakeCacheError(f"cannot write '{path}' ({reason}); {what}", hint, path)
+
+
+# --- who made the bake ----------------------------------------------------------------------------
+
+def owner_record(owner_id: str, blend_path: str, folder: str) -> dict:
+    """What bake.json records of the .blend that made the bake: its id (kept in the
+    .blend), its path, and that path relative to the bake folder (so that a project folder
+    copied or moved as a whole still finds its own file)."""
+    record = {"id": str(owner_id), "blend": os.path.abspath(blend_path) if blend_path else ""}
+    if blend_path:
+        with contextlib.suppress(ValueError):      # another drive (Windows)
+            record["blend_relative"] = os.path.relpath(os.path.abspath(blend_path), folder)
+    return record
+
+
+def _same_file(a: str, b: str) -> bool:
+    if not a or not b:
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
+
+
+def owner_blends(folder: str, owner: dict) -> list:
+    """The .blend paths an owner record names: its path, and its path relative to the
+    folder (they differ when the folder was moved with its file)."""
+    paths = []
+    if owner.get("blend"):
+        paths.append(str(owner["blend"]))
+    relative = owner.get("blend_relative")
+    if relative:
+        paths.append(os.path.normpath(os.path.join(folder, str(relative))))
+    return paths
+
+
+def owner_status(folder: str, owner_id: str, blend_path: str,
+                 by_setting: bool = False) -> tuple:
+    """Whose bake the folder holds, for the .blend ``blend_path`` whose id is ``owner_id``:
+    (status, owner record or None). status:
+
+    - "none": no bake.json (nothing of a bake, or not a Snowfall folder);
+    - "own": bake.json names this .blend (by path, or relative to the folder);
+    - "moved": it names this .blend's id and a path where no other file is (this file was
+      renamed or moved, or was not saved when it baked): this file's bake;
+    - "legacy": a bake made before owners were recorded (or in a session whose file was
+      never saved), in the folder this file's Cache
+      Folder setting names (``by_setting``): adopted as this file's (elsewhere, e.g. the
+      folder a Save As copy's flakes still point at: "foreign");
+    - "foreign": another file's bake (a copy made by Save As or on disk, or another file
+      sharing an explicit cache folder);
+    - "unreadable": bake.json exists but cannot be read.
+    """
+    meta_path = os.path.join(folder, META_NAME)
+    if not os.path.isfile(meta_path):
+        return "none", None
+    try:
+        meta = read_json(meta_path, "bake description")
+    except BakeCacheError:
+        return "unreadable", None
+    owner = meta.get(OWNER_KEY)
+    if not isinstance(owner, dict):
+        return ("legacy" if by_setting else "foreign"), None
+    paths = owner_blends(folder, owner)
+    if blend_path and any(_same_file(path, blend_path) for path in paths):
+        return "own", owner
+    if owner_id and owner.get("id") == owner_id and not any(
+            os.path.isfile(path) and not _same_file(path, blend_path) for path in paths):
+        return "moved", owner
+    if not paths:     # made in a session never saved: as a bake that records no owner
+        return ("legacy" if by_setting else "foreign"), owner
+    return "foreign", owner
+
+
+def is_own(status: str) -> bool:
+    """Whether a folder of ``owner_status`` may be written and freed by the asking file."""
+    return status in ("none", "own", "moved", "legacy")
+
+
+def describe_owner(owner: dict | None) -> str:
+    """The file a bake belongs to, for messages."""
+    if not owner:
+        return "another .blend file (the bake records none)"
+    blend = owner.get("blend") or ""
+    return f"'{blend}'" if blend else "an unsaved .blend file"

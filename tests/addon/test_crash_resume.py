@@ -41,6 +41,10 @@ def _folder_files(folder, temporaries=False):
             path = os.path.join(root, name)
             with open(path, "rb") as handle:
                 files[os.path.relpath(path, folder)] = handle.read()
+    if "bake.json" in files:       # its owner names the .blend that baked (another file here)
+        meta = json.loads(files["bake.json"])
+        meta.pop("owner", None)
+        files["bake.json"] = json.dumps(meta, sort_keys=True).encode()
     return files
 
 

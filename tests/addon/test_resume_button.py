@@ -67,10 +67,11 @@ def test_resume_follows_the_bake_folder(addon, tools, tmp_path):
     assert bake_cache.resume_available(folder, 5)
     assert not bake_cache.resume_available(folder, 3)   # the end frame is reached
 
-    # A crash: the .blend never saw the bake. The folder still offers Resume.
+    # A crash: the .blend never saw the bake. Opened, it picks the bake up from the folder
+    # (frames 1-3), and the folder still offers Resume.
     bpy.ops.wm.open_mainfile(filepath=blend)
     scene = bpy.context.scene
-    assert not scene.snowfall.has_bake
+    assert scene.snowfall.has_bake and scene.snowfall.baked_frame_end == 3
     assert resume_available(scene) and _resume_button(scene)
     assert bpy.ops.snowfall.resume() == {"FINISHED"}
     assert not resume_available(scene) and not _resume_button(scene)   # finished
