@@ -392,6 +392,7 @@ def _kernel_sequence(kp, st, start, smoothing, coarsest):
 def test_cuda_coarse_vcycle_is_the_kernel_sequence(kernels, shape, staged, warp_cells, threads,
                                                    monkeypatch):
     _gw, gp, xp = kernels
+    monkeypatch.setattr(gp, "_tables", {})
     monkeypatch.setattr(gp, "WARP_LEVEL_CELLS", warp_cells)
     monkeypatch.setattr(gp, "COARSE_VCYCLE_THREADS", threads)
     if not staged:
