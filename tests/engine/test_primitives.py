@@ -68,12 +68,62 @@ def test_sampling_reproduces_linear_fields_and_clamps():
     np.testing.assert_array_equal(far[0], edge[0])
 
 
-@pytest.mark.parametrize("shape", [(4, 5, 6), (9, 3, 17)])
-def test_numba_sampling_matches_reference(shape):
+# The CUDA build's probe: the same samples and draws as _cpu_probe, one thread per point.
+_CUDA_PROBE = r"""
+extern "C" __global__ void probe(const float* u, const float* v, const float* w, const float* field,
+                                 int nx, int ny, int nz, const float* px, const float* py,
+                                 const float* pz, int n, unsigned int seed, unsigned int counter,
+                                 unsigned int stream, float* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float3 s = sample_wind(u, v, w, nx, ny, nz, 0.1f, -0.2f, 0.3f, 0.7f, px[i], py[i], pz[i]);
+    out[5 * i + 0] = s.x; out[5 * i + 1] = s.y; out[5 * i + 2] = s.z;
+    out[5 * i + 3] = sample_bilinear(field, nx, ny, 0.1f, -0.2f, 0.7f, px[i], py[i]);
+    out[5 * i + 4] = random_uniform(seed, (unsigned int)i, counter, stream);
+}
+"""
+
+
+def _cpu_probe(u, v, w, field, pts, seed, counter, stream):
     import numba
 
+    from snowfall.kernels.cpu import rng as cpu_rng
     from snowfall.kernels.cpu import sampling as cpu_sampling
 
+    @numba.njit
+    def run(u, v, w, field, x, y, z):
+        out = np.empty((x.size, 5), np.float32)
+        for n in range(x.size):
+            a, b, c = cpu_sampling.sample_wind(u, v, w, 0.1, -0.2, 0.3, 0.7, x[n], y[n], z[n])
+            out[n, 0], out[n, 1], out[n, 2] = a, b, c
+            out[n, 3] = cpu_sampling.sample_bilinear(field, 0.1, -0.2, 0.7, x[n], y[n])
+            out[n, 4] = cpu_rng.random_uniform(seed, n, counter, stream)
+        return out
+
+    return run(u, v, w, field, *pts)
+
+
+def _gpu_probe(u, v, w, field, pts, seed, counter, stream):
+    import cupy as cp
+
+    from snowfall.kernels.gpu.common import compile_module
+
+    kernel = compile_module(_CUDA_PROBE).get_function("probe")
+    nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
+    n = pts.shape[1]
+    out = cp.full(5 * n, np.nan, dtype=cp.float32)
+    args = [cp.asarray(a) for a in (u, v, w, field)] + [np.int32(nx), np.int32(ny), np.int32(nz)]
+    args += [cp.asarray(p) for p in pts] + [np.int32(n), np.uint32(seed), np.uint32(counter),
+                                            np.uint32(stream), out]
+    kernel(((n + 127) // 128,), (128,), tuple(args))
+    return cp.asnumpy(out).reshape(n, 5)
+
+
+@pytest.mark.parametrize("shape", [(4, 5, 6), (9, 3, 17), (6, 9, 11)])
+def test_compiled_sampling_and_rng_match_reference(backend, shape):
+    """The Numba and the CUDA build of the shared primitives (wind and heightmap sampling,
+    the counter-based random numbers) against the NumPy reference, at points inside and
+    outside the grid."""
     rng = np.random.default_rng(2)
     nz, ny, nx = shape
     u = rng.standard_normal((nz, ny, nx + 1)).astype(np.float32)
@@ -81,19 +131,11 @@ def test_numba_sampling_matches_reference(shape):
     w = rng.standard_normal((nz + 1, ny, nx)).astype(np.float32)
     field = rng.standard_normal((ny, nx)).astype(np.float32)
     h = 0.7
-    pts = rng.uniform(-1.0, 1.0 + max(shape) * h, (3, 1000)).astype(np.float32)
-
-    @numba.njit
-    def run(u, v, w, field, x, y, z):
-        out = np.empty((4, x.size), np.float32)
-        for n in range(x.size):
-            a, b, c = cpu_sampling.sample_wind(u, v, w, 0.1, -0.2, 0.3, 0.7, x[n], y[n], z[n])
-            out[0, n], out[1, n], out[2, n] = a, b, c
-            out[3, n] = cpu_sampling.sample_bilinear(field, 0.1, -0.2, 0.7, x[n], y[n])
-        return out
-
-    got = run(u, v, w, field, *pts)
+    pts = rng.uniform(-1.0, 1.0 + max(shape) * h, (3, 4096)).astype(np.float32)
+    probe = _gpu_probe if backend.is_gpu else _cpu_probe
+    got = probe(u, v, w, field, pts, 99, 7, 3)
     ref = ref_sampling.sample_wind(u, v, w, 0.1, -0.2, 0.3, 0.7, *pts)
-    np.testing.assert_allclose(got[:3], np.stack(ref), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got[3], ref_sampling.sample_bilinear(field, 0.1, -0.2, 0.7, pts[0], pts[1]),
+    np.testing.assert_allclose(got[:, :3].T, np.stack(ref), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[:, 3], ref_sampling.sample_bilinear(field, 0.1, -0.2, 0.7, pts[0], pts[1]),
                                rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got[:, 4], ref_rng.random_uniform(99, np.arange(pts.shape[1]), 7, 3))

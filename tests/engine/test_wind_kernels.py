@@ -1,27 +1,50 @@
-"""CUDA wind and pressure kernels against the NumPy reference, and the GPU wind solver
-against the CPU one (gpu-marked: skipped with the reason where CuPy has no device).
+"""The wind and pressure kernels of every compiled build (Numba on the CPU, CUDA on the GPU
+where CuPy has a device: skipped with the reason elsewhere) against the NumPy reference,
+and the wind solver's GPU-specific paths. One suite over the backends (the ``backend``
+fixture of tests/conftest.py), as NVIDIA warp's tests run over devices.
 
 Tolerances: single kernels agree to float32 rounding (rtol/atol 1e-5; the integer-valued
 masks and coefficient arrays exactly). Whole solver steps differ only through the order
 of the float64 dot-product sums inside CG, so after 5 steps at pressure_tolerance 1e-6
-velocities agree to 2e-3 m/s (wind 5 m/s) and iteration counts to +-1.
+GPU velocities agree with the CPU's to 2e-3 m/s (wind 5 m/s) and iteration counts to +-1.
 """
 import numpy as np
 import pytest
 
 from snowfall.kernels.reference import pressure as ref_pressure
 from snowfall.kernels.reference import wind as ref_wind
-
-pytestmark = pytest.mark.gpu
+from snowfall.snow_addon.backend import select_backend
 
 SHAPE = (5, 7, 9)
 # the second shape spans several 3D launch tiles along x and partial tiles along y
 SHAPES = [SHAPE, (3, 37, 70)]
 
 
+class _NumPy:
+    """NumPy with CuPy's ``asnumpy``, and an ``asarray`` that copies as CuPy's does from host
+    memory: one test body serves host and device arrays."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def asarray(a, dtype=None):
+        return np.array(a, dtype=dtype)
+
+    @staticmethod
+    def asnumpy(a):
+        return np.asarray(a)
+
+
+def _kernels_of(backend):
+    xp = _NumPy() if backend.xp is np else backend.xp
+    return backend.kernel_module("wind"), backend.kernel_module("pressure"), xp
+
+
 @pytest.fixture
-def kernels(gpu_backend):
-    return gpu_backend.kernel_module("wind"), gpu_backend.kernel_module("pressure"), gpu_backend.xp
+def kernels(backend):
+    """(wind kernels, pressure kernels, array module) of the Numba and the CUDA build."""
+    return _kernels_of(backend)
 
 
 def _faces(shape, rng, scale=3.0):
@@ -61,7 +84,7 @@ def _close(device, expected, xp, tol=1e-5):
                                            ((0.0, 0.0), None), ((2.5, -1.0), 1), ((-0.5, 0.3), 9),
                                            ((3.0, 0.2), 1 | 4 | 8)])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_cuda_advection_matches_reference(kernels, inflow, sides, shape, fractions_of):
+def test_advection_matches_reference(kernels, inflow, sides, shape, fractions_of):
     gw, _gp, xp = kernels
     rng = np.random.default_rng(21)
     u, v, w = _faces(shape, rng)
@@ -98,8 +121,8 @@ def _terrain_solid(shape, rng, density=0.02):
 @pytest.mark.parametrize("inflow, sides", [((2.5, -1.0), None), ((0.0, 4.0), None),
                                            ((-0.5, 0.3), 9)])
 @pytest.mark.parametrize("shape", SHAPES + [(2, 2, 2), (4, 7, 2)])
-def test_cuda_open_blocks_and_advection_near_terrain_are_bitwise(kernels, inflow, sides, shape,
-                                                                   fractions_of):
+def test_open_blocks_and_advection_near_terrain_are_bitwise(kernels, inflow, sides, shape,
+                                                              fractions_of):
     """open_blocks equals the reference; with open blocks (plain trilinear, no mask) and
     masked samples in one field, both advection launches equal the reference bit for bit,
     with the blocks passed in or computed by the launcher, for voxel fractions and for cut
@@ -141,7 +164,7 @@ def test_cuda_open_blocks_and_advection_near_terrain_are_bitwise(kernels, inflow
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_cuda_divergence_project_and_solid_match_reference(kernels, shape, fractions_of):
+def test_divergence_project_and_solid_match_reference(kernels, shape, fractions_of):
     gw, _gp, xp = kernels
     rng = np.random.default_rng(22)
     u, v, w = _faces(shape, rng)
@@ -218,7 +241,7 @@ def _voxel_device(gw, xp, solid):
 
 @pytest.mark.parametrize("coef_dtype", [np.float32, np.uint8])  # uint8: the finest level
 @pytest.mark.parametrize("shape", SHAPES)
-def test_cuda_pressure_kernels_match_reference(kernels, coef_dtype, shape):
+def test_pressure_kernels_match_reference(kernels, coef_dtype, shape):
     gw, gp, xp = kernels
     rng = np.random.default_rng(23)
     solid = (rng.random(shape) < 0.2).astype(np.uint8)
@@ -297,7 +320,7 @@ def test_cuda_pressure_kernels_match_reference(kernels, coef_dtype, shape):
         _close(d, e, xp)
 
 
-def test_cuda_smoother_and_cg_kernels_match_reference(kernels):
+def test_smoother_and_cg_kernels_match_reference(kernels):
     _gw, gp, xp = kernels
     rng = np.random.default_rng(24)
     for shape in [(2, 6, 5), (9, 21, 30)]:  # one-block kernel, then one launch per sweep
@@ -383,20 +406,29 @@ def _kernel_sequence(kp, st, start, smoothing, coarsest):
 # size (the fused kernel must do what the multi-launch sweeps do there too)
 # warp_cells: levels worked on by one warp (none, the tiny ones, all of them)
 # threads: the block's size (the default, and 3 warps: nothing assumes a power of two)
-@pytest.mark.parametrize("threads", [1024, 96])
-@pytest.mark.parametrize("warp_cells", [0, 64, 10 ** 6])
-@pytest.mark.parametrize("staged", [True, False])  # levels copied to shared memory or not
+# The CPU runs the reference's sequence with its own kernels (one case); the GPU's one-block
+# kernel in each variant: staged (levels copied to shared memory or not), warp_cells (levels
+# worked on by one warp: none, the tiny ones, all of them), threads (the block's size: the
+# default, and 3 warps: nothing assumes a power of two).
+_VCYCLE_BUILDS = [pytest.param("cpu", None, None, None, id="cpu")] + [
+    pytest.param("gpu", staged, warp_cells, threads, marks=pytest.mark.gpu,
+                 id=f"gpu-{'staged' if staged else 'global'}-warp{warp_cells}-{threads}")
+    for staged in (True, False) for warp_cells in (0, 64, 10 ** 6) for threads in (1024, 96)]
+
+
+@pytest.mark.parametrize("build, staged, warp_cells, threads", _VCYCLE_BUILDS)
 # (9, 12, 90): the porous fence strip's levels, staged in 45 KB of dynamic shared memory,
 # which with the kernel's static part passes the 48 KB a launch gets without opting in
 @pytest.mark.parametrize("shape", [(5, 7, 9), (3, 37, 70), (9, 21, 30), (24, 40, 38), (9, 12, 90)])
-def test_cuda_coarse_vcycle_is_the_kernel_sequence(kernels, shape, staged, warp_cells, threads,
-                                                   monkeypatch):
-    _gw, gp, xp = kernels
-    monkeypatch.setattr(gp, "_tables", {})
-    monkeypatch.setattr(gp, "WARP_LEVEL_CELLS", warp_cells)
-    monkeypatch.setattr(gp, "COARSE_VCYCLE_THREADS", threads)
-    if not staged:
-        monkeypatch.setattr(gp, "_shared_limit", lambda: 0)
+def test_coarse_vcycle_is_the_kernel_sequence(build, shape, staged, warp_cells, threads,
+                                              monkeypatch):
+    """coarse_vcycle gives the bits of the per-level kernel sequence it replaces."""
+    _gw, gp, xp = _kernels_of(select_backend(build))
+    if build == "gpu":
+        monkeypatch.setattr(gp, "WARP_LEVEL_CELLS", warp_cells)
+        monkeypatch.setattr(gp, "COARSE_VCYCLE_THREADS", threads)
+        if not staged:
+            monkeypatch.setattr(gp, "_shared_limit", lambda: 0)
     rng = np.random.default_rng(25)
     host = _level_stack(xp, shape, rng)
     start = 1 if len(host["sol"]) > 1 else 0
@@ -422,10 +454,11 @@ def test_cuda_coarse_vcycle_is_the_kernel_sequence(kernels, shape, staged, warp_
     np.testing.assert_array_equal(xp.asnumpy(fused["sol"][start]), again)
 
 
-def test_cuda_coarse_vcycle_refuses_a_fine_level(kernels):
-    """Its index arithmetic is exact below 2^16 cells a level: a bigger one is refused
-    with a message, before anything runs."""
-    _gw, gp, xp = kernels
+@pytest.mark.gpu
+def test_gpu_coarse_vcycle_refuses_a_fine_level(gpu_backend):
+    """The GPU's one-block kernel: its index arithmetic is exact below 2^16 cells a level,
+    a bigger one is refused with a message, before anything runs."""
+    _gw, gp, xp = _kernels_of(gpu_backend)
     shape = (4, 128, 128)
     arrays = [xp.zeros(shape, np.float32) for _ in range(3)]
     coefs = (xp.ones((4, 128, 129), np.float32), xp.ones((4, 129, 128), np.float32),
@@ -455,6 +488,7 @@ def _box(backend_name, **changes):
     return solver
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("solver_name", ["mgpcg", "sor5"])
 def test_gpu_solver_matches_cpu_solver(gpu_backend, solver_name):
     cpu, gpu = _box("cpu", pressure_solver=solver_name), _box("gpu", pressure_solver=solver_name)
@@ -476,16 +510,17 @@ def test_gpu_solver_matches_cpu_solver(gpu_backend, solver_name):
                                atol=2e-3 * float(np.abs(p_cpu).max()))
 
 
-def test_gpu_read_ahead_gives_the_same_steps(gpu_backend, monkeypatch):
+def test_read_ahead_gives_the_same_steps(backend, monkeypatch):
     """The GPU queues the previous solve's CG count before its first read of the scalars
     (the check on the device stops the updates once converged): the same steps bit for
-    bit as reading after every iteration, also when it queues more than a step needs."""
-    gp = gpu_backend.kernel_module("pressure")
+    bit as reading after every iteration, also when it queues more than a step needs (the
+    CPU reads after each by default: the same forced on)."""
+    gp = backend.kernel_module("pressure")
     dt = 1.0 / 24.0
     runs = {}
     for ahead in (False, True):
         monkeypatch.setattr(gp, "READ_AHEAD", ahead)
-        solver = _box("gpu")
+        solver = _box(backend.name)
         infos = []
         for step in range(6):
             if ahead and step == 3:  # queue more than the step needs
@@ -498,22 +533,22 @@ def test_gpu_read_ahead_gives_the_same_steps(gpu_backend, monkeypatch):
         np.testing.assert_array_equal(array, runs[False][1][name])
 
 
-def test_gpu_state_round_trip_is_bit_exact(gpu_backend):
+def test_state_round_trip_is_bit_exact(backend):
     dt = 1.0 / 24.0
-    solver = _box("gpu")
+    solver = _box(backend.name)
     solver.step(0.0, dt)
     solver.step(dt, dt)  # so the extrapolated warm start uses two different pressures
     state = solver.state_dict()
     reference = [solver.step((2 + s) * dt, dt) for s in range(2)]
     expected = solver.state_dict()
-    resumed = _box("gpu")
+    resumed = _box(backend.name)
     resumed.load_state_dict(state)
     assert [resumed.step((2 + s) * dt, dt) for s in range(2)] == reference
     for name, array in resumed.state_dict().items():
         np.testing.assert_array_equal(array, expected[name])
 
 
-def test_cuda_max_abs_and_extrapolate_match_reference(kernels):
+def test_max_abs_and_extrapolate_match_reference(kernels):
     _gw, gp, xp = kernels
     rng = np.random.default_rng(31)
     values = rng.standard_normal(1_000_003).astype(np.float32)
@@ -536,7 +571,7 @@ def test_cuda_max_abs_and_extrapolate_match_reference(kernels):
 
 
 @pytest.mark.parametrize("shape", SHAPES + [(2, 2, 2), (6, 1, 4)])
-def test_cuda_mixing_kernels_are_the_reference_bit_for_bit(kernels, shape, fractions_of):
+def test_mixing_kernels_are_the_reference_bit_for_bit(kernels, shape, fractions_of):
     wk, _kp, xp = kernels
     rng = np.random.default_rng(11)
     u, v, w = _faces(shape, rng)
