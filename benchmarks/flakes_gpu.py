@@ -34,7 +34,7 @@ from gpu_timing import timed as _timed
 import snowfall.kernels.gpu.common  # noqa: F401  (parent package of --baseline modules)
 from snowfall.kernels.gpu import flakes as gpu_flakes
 from snowfall.snow_addon.backend import select_backend
-from snowfall.snow_addon.cli import copy_bandwidth as cli_copy_bandwidth
+from snowfall.benchmarks.harness import copy_bandwidth as cli_copy_bandwidth
 from snowfall.snow_addon.cover import SnowCover
 from snowfall.snow_addon.flakes import FlakeSystem
 from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
@@ -54,7 +54,7 @@ def timed(fn, reps=20, warm=3):
 
 def copy_bandwidth(nbytes):
     """(bytes/s read + written, seconds) of a device-to-device copy of ``nbytes``: the
-    command line's measurement (snow_addon.cli.copy_bandwidth), one home for it."""
+    command line's measurement (benchmarks.harness.copy_bandwidth), one home for it."""
     bandwidth = cli_copy_bandwidth(select_backend("gpu"), nbytes=nbytes, repeats=20)
     return bandwidth, 2 * nbytes / bandwidth
 

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ..kernels.reference.cover import WEIGHT_UNITS
+from . import stages
 from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError
 from .grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
@@ -136,7 +137,7 @@ class SnowCover:
         drift's fresh deposits down to the angle of repose. ``hit_counts`` and ``snow_depth`` are swapped buffers: read the
         attributes after each step."""
         k = self.kernels
-        with self.timer.stage("cover.deposit"):
+        with self.timer.stage(stages.DEPOSIT):
             k.deposit_hits(self.hit_counts, self.deposit_scale, self.has_surface, self.snow_depth,
                            self.hit_total, self.spare_hit_counts, self.weighted_total,
                            self.ledger, self.spare_ledger, self.nominal_units(dt),
@@ -145,10 +146,10 @@ class SnowCover:
             self.ledger, self.spare_ledger = self.spare_ledger, self.ledger
             self.grain_count, self.spare_grain_count = self.spare_grain_count, self.grain_count
         if transport is not None:
-            with self.timer.stage("cover.drift"):
+            with self.timer.stage(stages.DRIFT):
                 transport()
         if self.settings.redistribution_fraction > 0.0:
-            with self.timer.stage("cover.redistribute"):
+            with self.timer.stage(stages.REDISTRIBUTE):
                 self.redistribute()
 
     def nominal_units(self, dt: float) -> int:

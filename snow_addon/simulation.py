@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import stages
 from .backend import Backend, StageTimer, select_backend
 from .cover import SnowCover
 from .drift import SnowDrift, check_roughness
@@ -202,19 +203,19 @@ class Simulation:
             if self.flakes is not None:
                 lift = None
                 if self.drift is not None:
-                    with timer.stage("cover"):
+                    with timer.stage(stages.COVER):
                         self.drift.update_surface_wind(self.wind, self.time)
                     lift = self.drift.lift_arguments(self.step_index)
                     lift["grain_count"] = self.cover.grain_count
-                with timer.stage("flakes"):
+                with timer.stage(stages.FLAKES):
                     self.flakes.step(self.wind, self.cover.height, self.cover.snow_depth,
                                      self.cover.hit_counts, self.time, dt, lift)
-                with timer.stage("cover"):
+                with timer.stage(stages.COVER):
                     self.cover.step(dt, None if self.drift is None else self._drift_step)
             self.step_index += 1
             self.time = self.step_index * dt
             if self.step_index % self.settings.obstacle_refresh_steps == 0:
-                with timer.stage("obstacles"):
+                with timer.stage(stages.OBSTACLES):
                     self.wind.update_obstacles(self.cover.wind_height, self.cover.snow_depth,
                                                self.heightmap.grid)
                     if self.drift is not None:
@@ -229,7 +230,7 @@ class Simulation:
         self.wind_interval, self.wind_substeps = interval, substeps
         wind_dt = interval * dt / substeps
         for sub in range(substeps):
-            with self.timer.stage("wind"):
+            with self.timer.stage(stages.WIND):
                 if sub == 0 and self._pending_wind is not None:
                     pending, self._pending_wind = self._pending_wind, None
                     self._last_wind = self.wind.finish_step(pending)
@@ -259,7 +260,7 @@ class Simulation:
         interval, substeps = wind_schedule(self.settings, self.grid.cell_size, time)
         if substeps != 1:
             return
-        with self.timer.stage("wind"):
+        with self.timer.stage(stages.WIND):
             self._pending_wind = self.wind.begin_step(time, interval * dt, keep_current=True)
         self.wind_prefetches += 1
 

@@ -20,7 +20,7 @@ from ..kernels.reference.rng import random_uniform
 from ..kernels.reference.wind import (INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MINUS,
                                       INFLOW_Y_PLUS, inflow_sides_of)
 from ..kernels.reference.flakes import OPEN_LIMIT
-from ..kernels.reference.pressure import SCALAR_SLOTS
+from ..kernels.reference.pressure import COARSE_VCYCLE_CELLS, SCALAR_SLOTS
 from .errors import SnowInputError
 from .settings import SOR5_RELAXATION
 
@@ -34,8 +34,6 @@ GUST_DIRECTION_STREAM = 0x4757_0002
 SMOOTHING_PAIRS = 3
 #: An axis is halved on the next coarser level while it has at least this many cells.
 COARSEN_MIN_CELLS = 4
-#: The backends' kernels.*.pressure.COARSE_VCYCLE_CELLS (the same in all of them).
-COARSE_VCYCLE_CELLS = 4096
 #: Warm start of the "mgpcg" solve: 2 p_n - p_(n-1) (True) or p_n (False).
 EXTRAPOLATE_PRESSURE = True
 #: Solves whose CG counts set how many iterations the GPU queues before its first read (the

@@ -162,6 +162,17 @@ def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, bounda
             coarse_coef_z[K, J, I] = acc / np.float32(fz)
 
 
+@numba.njit(inline="always", cache=True)
+def _smoothed(p, b, coef_x, coef_y, coef_z, om, k, j, i):
+    """The smoother's update of cell (k, j, i): p + om ((b + neighbour sum) / diag - p) in
+    a fluid cell, 0 in a solid one (the damped Jacobi and the red-black SOR sweeps)."""
+    d = _diag(coef_x, coef_y, coef_z, k, j, i)
+    if d > 0:
+        nb = _nbsum(p, coef_x, coef_y, coef_z, k, j, i)
+        return p[k, j, i] + om * (np.float32(b[k, j, i] + nb) / d - p[k, j, i])
+    return np.float32(0.0)
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def apply_operator(p, coef_x, coef_y, coef_z, out):
     """out = A p (0 in solid cells)."""
@@ -202,12 +213,7 @@ def jacobi_sweep(p, b, coef_x, coef_y, coef_z, omega, out):
         k = kj // ny
         j = kj % ny
         for i in range(nx):
-            d = _diag(coef_x, coef_y, coef_z, k, j, i)
-            if d > 0:
-                nb = _nbsum(p, coef_x, coef_y, coef_z, k, j, i)
-                out[k, j, i] = p[k, j, i] + om * (np.float32(b[k, j, i] + nb) / d - p[k, j, i])
-            else:
-                out[k, j, i] = 0.0
+            out[k, j, i] = _smoothed(p, b, coef_x, coef_y, coef_z, om, k, j, i)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -219,14 +225,10 @@ def redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, color):
         k = kj // ny
         j = kj % ny
         for i in range((k + j + color) % 2, nx, 2):
-            d = _diag(coef_x, coef_y, coef_z, k, j, i)
-            if d > 0:
-                nb = _nbsum(p, coef_x, coef_y, coef_z, k, j, i)
-                p[k, j, i] = p[k, j, i] + om * (np.float32(b[k, j, i] + nb) / d - p[k, j, i])
-            else:
-                p[k, j, i] = 0.0
+            p[k, j, i] = _smoothed(p, b, coef_x, coef_y, coef_z, om, k, j, i)
 
 
+# --- transfers: prolongation P (trilinear) and restriction P^T, one home each -----------
 @numba.njit(inline="always", cache=True)
 def _axis_weight(fine, coarse, f, n_coarse):
     if f == 1:
@@ -237,35 +239,6 @@ def _axis_weight(fine, coarse, f, n_coarse):
     a = np.float32(0.75) if parent == coarse else np.float32(0.0)
     b = np.float32(0.25) if partner == coarse else np.float32(0.0)
     return np.float32(a + b)
-
-
-@numba.njit(parallel=True, cache=True, nogil=True)
-def restrict_residual(r, fx, fy, fz, out):
-    """out (coarse) = P^T r (the transpose of prolong_add's trilinear interpolation)."""
-    nz, ny, nx = r.shape
-    ncz, ncy, ncx = out.shape
-    lo_z, hi_z = (-1, 3) if fz == 2 else (0, 1)
-    lo_y, hi_y = (-1, 3) if fy == 2 else (0, 1)
-    lo_x, hi_x = (-1, 3) if fx == 2 else (0, 1)
-    for KJ in prange(ncz * ncy):
-        K = KJ // ncy
-        J = KJ % ncy
-        for I in range(ncx):
-            acc = np.float32(0.0)
-            for dk in range(lo_z, hi_z):
-                k = fz * K + dk
-                wz = _axis_weight(k, K, fz, ncz) if (k >= 0 and k < nz) else np.float32(0.0)
-                kc = min(max(k, 0), nz - 1)
-                for dj in range(lo_y, hi_y):
-                    j = fy * J + dj
-                    wy = _axis_weight(j, J, fy, ncy) if (j >= 0 and j < ny) else np.float32(0.0)
-                    jc = min(max(j, 0), ny - 1)
-                    for di in range(lo_x, hi_x):
-                        i = fx * I + di
-                        wx = _axis_weight(i, I, fx, ncx) if (i >= 0 and i < nx) else np.float32(0.0)
-                        ic = min(max(i, 0), nx - 1)
-                        acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * r[kc, jc, ic])
-            out[K, J, I] = acc
 
 
 @numba.njit(inline="always", cache=True)
@@ -280,56 +253,17 @@ def _parent(i, f, n_coarse, which):
     return min(max(partner, 0), n_coarse - 1), np.float32(0.25)
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
-def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
-    """p (fine) += P coarse (trilinear, cell-centred), in fluid cells only."""
-    nz, ny, nx = p.shape
-    ncz, ncy, ncx = coarse.shape
-    for kj in prange(nz * ny):
-        k = kj // ny
-        j = kj % ny
-        for i in range(nx):
-            if _diag(coef_x, coef_y, coef_z, k, j, i) > 0:
-                acc = np.float32(0.0)
-                for a in range(2):
-                    K, wz = _parent(k, fz, ncz, a)
-                    for b in range(2):
-                        J, wy = _parent(j, fy, ncy, b)
-                        for c in range(2):
-                            I, wx = _parent(i, fx, ncx, c)
-                            acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * coarse[K, J, I])
-                p[k, j, i] = p[k, j, i] + acc
+@numba.njit(inline="always", cache=True)
+def _fine_value(r, scale, k, j, i):
+    """What P^T gathers from fine cell (k, j, i): r, or scale * r (scale not None)."""
+    if scale is None:
+        return r[k, j, i]
+    return np.float32(r[k, j, i] * scale[k, j, i])
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def transfer_scale(coarse_coef_x, coarse_coef_y, coarse_coef_z, coef_x, coef_y, coef_z,
-                   fx, fy, fz, out):
-    """out (fine) = 1 / (sum of the weights of the active coarse parents) in active fine
-    cells, else 0 (see the reference)."""
-    nz, ny, nx = out.shape
-    ncz = coarse_coef_z.shape[0] - 1
-    ncy, ncx = coarse_coef_z.shape[1], coarse_coef_z.shape[2]
-    for kj in prange(nz * ny):
-        k = kj // ny
-        j = kj % ny
-        for i in range(nx):
-            acc = np.float32(0.0)
-            if _diag(coef_x, coef_y, coef_z, k, j, i) > 0:
-                for a in range(2):
-                    K, wz = _parent(k, fz, ncz, a)
-                    for b in range(2):
-                        J, wy = _parent(j, fy, ncy, b)
-                        for c in range(2):
-                            I, wx = _parent(i, fx, ncx, c)
-                            active = np.float32(1.0) if _diag(coarse_coef_x, coarse_coef_y, coarse_coef_z,
-                                                              K, J, I) > 0 else np.float32(0.0)
-                            acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * active)
-            out[k, j, i] = np.float32(np.float32(1.0) / acc) if acc > 0 else np.float32(0.0)
-
-
-@numba.njit(parallel=True, cache=True, nogil=True)
-def restrict_scaled_residual(r, scale, fx, fy, fz, out):
-    """out (coarse) = P^T (scale * r) (the transpose of prolong_scaled_add)."""
+def _restrict(r, scale, fx, fy, fz, out):
+    """out (coarse) = P^T r, or P^T (scale * r)."""
     nz, ny, nx = r.shape
     ncz, ncy, ncx = out.shape
     lo_z, hi_z = (-1, 3) if fz == 2 else (0, 1)
@@ -352,9 +286,79 @@ def restrict_scaled_residual(r, scale, fx, fy, fz, out):
                         i = fx * I + di
                         wx = _axis_weight(i, I, fx, ncx) if (i >= 0 and i < nx) else np.float32(0.0)
                         ic = min(max(i, 0), nx - 1)
-                        value = np.float32(r[kc, jc, ic] * scale[kc, jc, ic])
+                        value = _fine_value(r, scale, kc, jc, ic)
                         acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * value)
             out[K, J, I] = acc
+
+
+def restrict_residual(r, fx, fy, fz, out):
+    """out (coarse) = P^T r (the transpose of prolong_add's trilinear interpolation)."""
+    _restrict(r, None, fx, fy, fz, out)
+
+
+def restrict_scaled_residual(r, scale, fx, fy, fz, out):
+    """out (coarse) = P^T (scale * r) (the transpose of prolong_scaled_add)."""
+    _restrict(r, scale, fx, fy, fz, out)
+
+
+@numba.njit(inline="always", cache=True)
+def _coarse_value(coarse, K, J, I):
+    """What P interpolates from coarse cell (K, J, I): its value."""
+    return coarse[K, J, I]
+
+
+@numba.njit(inline="always", cache=True)
+def _coarse_active(coarse_coefs, K, J, I):
+    """What transfer_scale interpolates: 1 in an active coarse cell, else 0."""
+    cx, cy, cz = coarse_coefs
+    return np.float32(1.0) if _diag(cx, cy, cz, K, J, I) > 0 else np.float32(0.0)
+
+
+@numba.njit(inline="always", cache=True)
+def _prolonged(value, source, k, j, i, fx, fy, fz, ncz, ncy, ncx):
+    """(P v)(k, j, i) with v(K, J, I) = value(source, K, J, I)."""
+    acc = np.float32(0.0)
+    for a in range(2):
+        K, wz = _parent(k, fz, ncz, a)
+        for b in range(2):
+            J, wy = _parent(j, fy, ncy, b)
+            for c in range(2):
+                I, wx = _parent(i, fx, ncx, c)
+                acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * value(source, K, J, I))
+    return acc
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def prolong_add(coarse, coef_x, coef_y, coef_z, fx, fy, fz, p):
+    """p (fine) += P coarse (trilinear, cell-centred), in fluid cells only."""
+    nz, ny, nx = p.shape
+    ncz, ncy, ncx = coarse.shape
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            if _diag(coef_x, coef_y, coef_z, k, j, i) > 0:
+                p[k, j, i] = p[k, j, i] + _prolonged(_coarse_value, coarse, k, j, i,
+                                                     fx, fy, fz, ncz, ncy, ncx)
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def transfer_scale(coarse_coef_x, coarse_coef_y, coarse_coef_z, coef_x, coef_y, coef_z,
+                   fx, fy, fz, out):
+    """out (fine) = 1 / (sum of the weights of the active coarse parents) in active fine
+    cells, else 0 (see the reference)."""
+    nz, ny, nx = out.shape
+    ncz = coarse_coef_z.shape[0] - 1
+    ncy, ncx = coarse_coef_z.shape[1], coarse_coef_z.shape[2]
+    coarse_coefs = (coarse_coef_x, coarse_coef_y, coarse_coef_z)
+    for kj in prange(nz * ny):
+        k = kj // ny
+        j = kj % ny
+        for i in range(nx):
+            acc = np.float32(0.0)
+            if _diag(coef_x, coef_y, coef_z, k, j, i) > 0:
+                acc = _prolonged(_coarse_active, coarse_coefs, k, j, i, fx, fy, fz, ncz, ncy, ncx)
+            out[k, j, i] = np.float32(np.float32(1.0) / acc) if acc > 0 else np.float32(0.0)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -366,14 +370,7 @@ def prolong_scaled_add(coarse, scale, fx, fy, fz, p):
         k = kj // ny
         j = kj % ny
         for i in range(nx):
-            acc = np.float32(0.0)
-            for a in range(2):
-                K, wz = _parent(k, fz, ncz, a)
-                for b in range(2):
-                    J, wy = _parent(j, fy, ncy, b)
-                    for c in range(2):
-                        I, wx = _parent(i, fx, ncx, c)
-                        acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * coarse[K, J, I])
+            acc = _prolonged(_coarse_value, coarse, k, j, i, fx, fy, fz, ncz, ncy, ncx)
             p[k, j, i] = p[k, j, i] + np.float32(scale[k, j, i] * acc)
 
 

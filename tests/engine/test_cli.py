@@ -3,7 +3,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,6 @@ from snowfall.snow_addon.cli import main
 from snowfall.snow_addon.grid import WindGrid
 from snowfall.snow_addon.presets import PRESETS, get_preset
 from snowfall.snow_addon.errors import SnowInputError
-
-REPO = Path(__file__).resolve().parents[2]
 
 # The sizes DESIGN.md and the issues claim for the named scenes: (wind x, y, z), flakes,
 # heightmap nodes per side.
@@ -77,13 +74,13 @@ def test_unknown_preset_is_a_clear_error():
 
 
 def test_simulate_takes_the_wind_boundary(capsys):
-    from snowfall.snow_addon.cli import _build_simulation, build_parser
+    from snowfall.snow_addon.cli import BadArgument, build_parser, build_simulation
     from snowfall.snow_addon.presets import get_preset
     args = build_parser().parse_args(["simulate", "--preset", "cpu-tiny", "--backend", "cpu",
                                       "--wind-boundary", "voxels"])
-    sim = _build_simulation(get_preset("cpu-tiny"), args, profile=False)
+    sim = build_simulation(get_preset("cpu-tiny"), args, profile=False)
     assert sim.settings.wind_boundary == "voxels" and not sim.wind.cut_cells
-    with pytest.raises(SystemExit):
+    with pytest.raises(BadArgument, match="--wind-boundary"):
         build_parser().parse_args(["simulate", "--preset", "cpu-tiny", "--wind-boundary", "x"])
 
 
@@ -131,23 +128,73 @@ def test_a_failed_save_leaves_the_old_file(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("argv, words", [
     (["simulate", "--preset", "no-such-scene"], ["--preset", "no-such-scene", "cpu-small"]),
-    (["simulate"], ["--preset"]),
-    (["simulate", "--preset", "cpu-tiny", "--steps", "-3"], ["--steps", "0 or more"]),
+    (["simulate"], ["--preset", "--help"]),
+    (["simulate", "--preset", "cpu-tiny", "--steps", "-3"], ["--steps", "0 or more", "try 24"]),
     (["simulate", "--preset", "cpu-tiny", "--steps", "many"], ["--steps", "whole number"]),
-    (["simulate", "--preset", "cpu-tiny", "--flakes", "0"], ["--flakes", "at least 1"]),
-    (["simulate", "--preset", "cpu-tiny", "--backend", "tpu"], ["--backend", "tpu"]),
-    (["benchmark", "--scenes", "cpu-tiny", "bogus"], ["--scenes", "bogus"]),
-    (["benchmark", "--blender-frames", "1"], ["--blender-frames", "at least 2"]),
-    (["benchmark", "--min-seconds", "-1"], ["--min-seconds", ">= 0"]),
+    (["simulate", "--preset", "cpu-tiny", "--flakes", "0"], ["--flakes", "at least 1", "try"]),
+    (["simulate", "--preset", "cpu-tiny", "--backend", "tpu"], ["--backend", "tpu", "cpu"]),
+    (["simulate", "--preset", "cpu-tiny", "--seed", str(2**32)], ["--seed", "try 0"]),
+    (["simulate", "--preset", "cpu-tiny", "--print-every", "0"], ["--print-every", "try"]),
+    (["simulate", "--preset", "cpu-tiny", "--frobnicate"], ["--frobnicate", "--help"]),
+    (["benchmark", "--scenes", "cpu-tiny", "bogus"], ["--scenes", "bogus", "try cpu-small"]),
+    (["benchmark", "--blender-frames", "1"], ["--blender-frames", "at least 2", "try 12"]),
+    (["benchmark", "--min-seconds", "-1"], ["--min-seconds", ">= 0", "try"]),
     (["benchmark", "--min-seconds", "nan"], ["--min-seconds", ">= 0"]),
-    (["render"], ["render"]),
-    ([], ["COMMAND"]),
+    (["benchmark", "--steps", "0"], ["--steps", "at least 1", "try 200"]),
+    (["benchmark", "--warmup", "x"], ["--warmup", "whole number"]),
+    (["benchmark", "--scenes", "cpu-tiny", "--seed", str(2**32)], ["--seed", "cpu-tiny", "try"]),
+    (["benchmark", "--bake", "--blender", "--scenes", "cpu-tiny"], ["--blender", "--bake", "try"]),
+    (["benchmark", "--bake", "--bake-frames", "1"], ["--bake-frames", "at least 2"]),
+    (["benchmark", "--bake-scene", "no_such_scene"], ["--bake-scene", "box_test"]),
+    (["render"], ["render", "simulate"]),
+    ([], ["COMMAND", "--help"]),
 ])
-def test_bad_arguments_exit_2_with_a_message(argv, words, capsys):
+def test_bad_arguments_exit_2_with_one_line_naming_them(argv, words, capsys):
+    """issue 35: each bad argument is one line on stderr (the argument, what is wrong, what
+    to try), exit status 2, and no work started (nothing on stdout)."""
     assert main(argv) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
     for word in words:
         assert word in err
+
+
+@pytest.mark.parametrize("argv, argument", [
+    (["simulate", "--preset", "cpu-tiny", "--steps", "-1", "--save", "{tmp}/state.npz"], "--steps"),
+    (["simulate", "--preset", "cpu-tiny", "--seed", "-1", "--save", "{tmp}/state.npz"], "--seed"),
+    (["simulate", "--preset", "cpu-tiny", "--seed", str(2**32), "--save", "{tmp}/state.npz"],
+     "--seed"),
+    (["simulate", "--preset", "cpu-tiny", "--save", "{tmp}/missing/state.npz"], "--save"),
+    (["simulate", "--preset", "cpu-tiny", "--save", "{tmp}"], "--save"),
+    (["benchmark", "--scenes", "cpu-tiny", "--flakes", "0", "--out", "{tmp}/r.json"], "--flakes"),
+    (["benchmark", "--scenes", "cpu-tiny", "--seed", str(2**32), "--out", "{tmp}/r.json"],
+     "--seed"),
+    (["benchmark", "--scenes", "cpu-tiny", "--out", "{tmp}/missing/r.json"], "--out"),
+    (["benchmark", "--bake", "--scenes", "cpu-tiny", "--out", "{tmp}"], "--out"),
+])
+def test_bad_arguments_write_nothing(argv, argument, tmp_path, capsys):
+    """Checked before any work: a bad argument (an output path that cannot be written
+    included) leaves the output folder as it was."""
+    (tmp_path / "keep.txt").write_text("mine")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and argument in err, err
+    assert sorted(os.listdir(tmp_path)) == ["keep.txt"]
+
+
+def test_blender_arguments_need_bpy(monkeypatch, capsys):
+    """--blender and --bake-scene are refused up front where bpy is missing."""
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "bpy" else real(name, *a))
+    for argv, argument in ((["benchmark", "--blender", "--scenes", "cpu-tiny"], "--blender"),
+                           (["benchmark", "--bake-scene", "box_test"], "--bake-scene")):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and argument in err and "bpy" in err and "try" in err
 
 
 def test_bad_settings_exit_2_naming_the_setting(capsys):
@@ -198,7 +245,8 @@ def test_benchmark_times_at_least_min_seconds_in_whole_chunks_of_steps(tmp_path,
                  "--warmup", "1", "--profile-steps", "1", "--min-seconds", "0.3",
                  "--out", str(out)]) == 0
     (scene,) = json.loads(out.read_text())["scenes"]
-    assert scene["seconds"] >= 0.3 and scene["steps"] > 2 and scene["steps"] % 2 == 0
+    # whole chunks of --steps until 0.3 s have passed (one chunk if the first took that long)
+    assert scene["seconds"] >= 0.3 and scene["steps"] >= 2 and scene["steps"] % 2 == 0
     assert scene["steps_per_s"] == pytest.approx(scene["steps"] / scene["seconds"])
     assert "repeated to at least 0.3 s" in capsys.readouterr().out
 
@@ -212,11 +260,39 @@ def test_benchmark_reports_a_scene_that_does_not_fit(capsys, monkeypatch):
     assert "flake_count <=" in text or "wind_cell_size >=" in text
 
 
+def test_every_bandwidth_check_names_a_stage_the_timer_records():
+    """The harness's stage tables use the names a profiled step records (snow_addon.stages),
+    so each hot stage gets its bandwidth check."""
+    from snowfall.benchmarks import harness
+    from snowfall.snow_addon import stages
+    from snowfall.snow_addon.cli import build_parser, build_simulation
+
+    args = build_parser().parse_args(["simulate", "--preset", "cpu-tiny", "--backend", "numpy",
+                                      "--flakes", "500"])
+    sim = build_simulation(get_preset("cpu-tiny"), args, profile=True)
+    sim.step(sim.settings.obstacle_refresh_steps)  # through an obstacle refresh
+    recorded = set(sim.timer.seconds)
+    assert recorded <= set(stages.ALL)
+    assert set(harness.HOT_STAGES) <= recorded
+    size = harness.SceneSize(500, 16 * 16 * 8, 64 * 64, 2.0)
+    for stage in recorded - {stages.DRIFT}:
+        assert harness.stage_bytes(stage, size) > 0, stage
+
+    record = {"scene": "cpu-tiny", "backend": "gpu",
+              "stages": {stage: {"copy_fraction": 0.5} for stage in recorded}}
+    lines = "\n".join(harness.check_targets(record, None))
+    for stage in harness.HOT_STAGES:
+        assert f"target {stage} bandwidth: 50% of copy" in lines
+    del record["stages"][stages.WIND]
+    assert f"target {stages.WIND} bandwidth: not measured" in "\n".join(
+        harness.check_targets(record, None))
+
+
 @pytest.mark.blender
 def test_blender_particle_benchmark_runs(tmp_path):
     pytest.importorskip("bpy")
     result_file = tmp_path / "blender.json"
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "blender_particles.py"),
+    done = subprocess.run([sys.executable, "-m", "snowfall.benchmarks.blender_particles",
                            "--preset", "cpu-tiny", "--particles", "500", "--frames", "4",
                            "--json", str(result_file)], capture_output=True, text=True,
                           timeout=300)

@@ -609,3 +609,139 @@ def test_cuda_cg_check_matches_reference(gpu_backend):
             gp.cg_update_check(dx, dr, xp.asarray(d), xp.asarray(q), dev, tolerance, 50)
             np.testing.assert_array_equal(xp.asnumpy(dx), ex)
             np.testing.assert_array_equal(xp.asnumpy(dev), got)
+
+
+# --- the same bits as the code before the kernels were deduplicated (issue 38) ------------
+#: SHA-256 of every output of saved_case, per backend, computed with the pressure kernels
+#: as they were before pressure.cu and the shared Numba helpers (commit edee6e2): a change
+#: of any bit of any kernel's result shows here.
+SAVED_DIGESTS = __import__("pathlib").Path(__file__).with_name("pressure_saved_digests.json")
+
+
+def saved_case(kp, xp):
+    """Every pressure kernel of build ``kp`` (arrays of ``xp``) on a fixed system: uint8 fine
+    coefficients with cut faces on 5x30x33 cells (above the GPU's single-block size), the
+    solver's coarse levels below, and the CG kernels. Returns {name: host array}."""
+    from snowfall.snow_addon.wind import boundary_corrections
+
+    rng = np.random.default_rng(2026)
+    shape = (5, 30, 33)
+    nz, ny, nx = shape
+    fractions = []
+    for s in [(nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)]:
+        f = rng.integers(0, 129, s).astype(np.float32) / np.float32(128)
+        f[rng.random(s) < 0.25] = 0
+        fractions.append(xp.asarray(f))
+    out = {}
+
+    def keep(name, array):
+        out[name] = np.array(xp.asnumpy(array) if hasattr(xp, "asnumpy") else array, copy=True)
+
+    levels = multigrid_levels(shape)
+    coefs, spacing = [], (1, 1, 1)
+    fine = tuple(xp.zeros(f.shape, np.uint8) for f in fractions)
+    kp.face_coefficients(tuple(fractions), 1, 0, 1, 1, *fine)
+    coefs.append(fine)
+    fine32 = tuple(xp.zeros(f.shape, np.float32) for f in fractions)
+    kp.face_coefficients(tuple(fractions), 0, 1, 1, 0, *fine32)
+    for name, c in zip("xyz", fine + fine32):
+        keep(f"coef_{name}_{c.dtype}", c)
+    scales = []
+    for (lshape, factors), (cshape, _f) in zip(levels[:-1], levels[1:]):
+        fz, fy, fx = factors
+        ncz, ncy, ncx = cshape
+        coarse = (xp.zeros((ncz, ncy, ncx + 1), np.float32), xp.zeros((ncz, ncy + 1, ncx), np.float32),
+                  xp.zeros((ncz + 1, ncy, ncx), np.float32))
+        kp.restrict_coefficients(*coefs[-1], fx, fy, fz, *boundary_corrections(spacing, factors),
+                                 *coarse)
+        scale = xp.zeros(lshape, np.float32)
+        kp.transfer_scale(*coarse, *coefs[-1], fx, fy, fz, scale)
+        scales.append(scale)
+        coefs.append(coarse)
+        spacing = tuple(s * f for s, f in zip(spacing, factors))
+        keep(f"coarse_coef_{len(coefs) - 1}", xp.concatenate([c.ravel() for c in coarse]))
+        keep(f"transfer_scale_{len(coefs) - 2}", scale)
+    p = xp.asarray(rng.standard_normal(shape).astype(np.float32))
+    b = xp.asarray(rng.standard_normal(shape).astype(np.float32))
+    for c in (coefs[0], fine32):
+        tag = str(c[0].dtype)
+        sol = p.copy()
+        kp.redblack_pairs_from_zero(sol, b, *c, 1.0, 0, 3)
+        keep(f"from_zero_{tag}", sol)
+        kp.redblack_pairs(sol, b, *c, 1.0, 1, 3)
+        keep(f"pairs_{tag}", sol)
+        for color in (0, 1):
+            kp.redblack_sweep(sol, b, *c, 1.7, color)
+        keep(f"sor_{tag}", sol)
+        jac = xp.zeros(shape, np.float32)
+        kp.jacobi_sweep(sol, b, *c, 0.8, jac)
+        keep(f"jacobi_{tag}", jac)
+        res = xp.zeros(shape, np.float32)
+        kp.residual(sol, b, *c, res)
+        keep(f"residual_{tag}", res)
+        kp.apply_operator(sol, *c, res)
+        keep(f"operator_{tag}", res)
+    fz, fy, fx = levels[0][1]
+    cshape = levels[1][0]
+    r = xp.asarray(rng.standard_normal(shape).astype(np.float32))
+    for name, scaled in (("restrict", False), ("restrict_scaled", True)):
+        e = xp.zeros(cshape, np.float32)
+        if scaled:
+            kp.restrict_scaled_residual(r, scales[0], fx, fy, fz, e)
+        else:
+            kp.restrict_residual(r, fx, fy, fz, e)
+        keep(name, e)
+    ce = xp.asarray(rng.standard_normal(cshape).astype(np.float32))
+    q = p.copy()
+    kp.prolong_add(ce, *coefs[0], fx, fy, fz, q)
+    keep("prolong", q)
+    kp.prolong_scaled_add(ce, scales[0], fx, fy, fz, q)
+    keep("prolong_scaled", q)
+    # the coarse end of a V-cycle, per level (the GPU: one block) and in one call
+    shapes = [s for s, _f in levels][1:]
+    sol = [xp.full(s, 7.0, np.float32) for s in shapes]
+    rhs = [xp.asarray(rng.standard_normal(s).astype(np.float32)) for s in shapes[:1]] + [
+        xp.zeros(s, np.float32) for s in shapes[1:]]
+    res = [xp.zeros(s, np.float32) for s in shapes]
+    kp.coarse_vcycle(sol, rhs, res, coefs[1:], [f for _s, f in levels][1:], 3, 20)
+    for level, (a, c, d) in enumerate(zip(sol, rhs, res)):
+        keep(f"vcycle_solution_{level}", a)
+        keep(f"vcycle_rhs_{level}", c)
+        keep(f"vcycle_residual_{level}", d)
+    # the CG kernels (scalars on the device)
+    scalars = xp.zeros(kp.SCALAR_SLOTS, np.float64)
+    x, rr, d, qq = (xp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in range(4))
+    kp.cg_begin(scalars)
+    kp.residual_norm(x, b, *coefs[0], rr, scalars, kp.BB)
+    kp.dot(rr, d, scalars, kp.RZ)
+    kp.apply_operator_dot(d, *coefs[0], qq, scalars, kp.DQ)
+    kp.cg_update_check(x, rr, d, qq, scalars, 1e-6, 50)
+    kp.dot(rr, rr, scalars, kp.RZ_NEXT)
+    kp.cg_direction(d, rr, scalars)
+    kp.max_abs(rr, scalars, kp.DIVERGENCE_BEFORE)
+    kp.extrapolate(x, d)
+    for name, array in (("cg_x", x), ("cg_r", rr), ("cg_d", d), ("cg_q", qq), ("cg_scalars", scalars)):
+        keep(name, array)
+    return out
+
+
+def digests(arrays) -> dict:
+    import hashlib
+    return {name: hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+            for name, a in sorted(arrays.items())}
+
+
+@pytest.mark.parametrize("build", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_pressure_kernels_give_the_bits_they_gave_before(build, request):
+    """Every output of saved_case is the bits the kernels gave before they were deduplicated
+    (one smoother, restriction and prolongation; pressure.cu): SHA-256 per array."""
+    import json
+    from snowfall.snow_addon.backend import select_backend
+    if build == "gpu":
+        request.getfixturevalue("gpu_backend")
+    backend = select_backend(build)
+    saved = json.loads(SAVED_DIGESTS.read_text())[build]
+    got = digests(saved_case(backend.kernel_module("pressure"), backend.xp))
+    assert sorted(got) == sorted(saved)
+    changed = [name for name in saved if got[name] != saved[name]]
+    assert not changed, f"{build}: these outputs changed: {changed}"
