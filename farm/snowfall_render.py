@@ -253,10 +253,8 @@ def count_flakes(scene) -> int:
         for system in getattr(evaluated, "particle_systems", ()):
             count += len(system.particles)
     for instance in depsgraph.object_instances:
-        source = instance.object
-        if source.type == "POINTCLOUD" and source.original is not None \
-                and getattr(instance, "parent", None) is None \
-                and source.original.name.startswith("Snowfall Flakes"):
+        source = instance.object       # the Geometry Nodes bake's point cloud (4.2-4.5)
+        if source.type == "POINTCLOUD" and source.name.startswith("Snowfall Flakes"):
             count += len(source.data.points)
     return count
 

@@ -7,9 +7,11 @@ helpers here (``ptcache_format``) import without Blender.
 
 
 def _modules():
-    from . import bake, estimates, set_terrain, wind_preview
+    from . import bake, engine, estimates, ownership, render_setup, set_terrain, wind_preview
 
-    return (set_terrain, estimates, bake, wind_preview)
+    # engine first: the simulation thread and the kernels' compile cache folder, before
+    # anything imports the kernels
+    return (engine, set_terrain, estimates, bake, ownership, wind_preview, render_setup)
 
 
 def register():

@@ -38,8 +38,11 @@ from ..snow_addon.bake_cache import BakeCacheError, BakeFolder, BakeWriter, Comm
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.settings import SnowSettings
 from ..properties import (DEFAULT_CACHE_FOLDER, cache_folder_setting,  # noqa: F401
+                          flake_radius,
                           resume_available, terrain_objects, to_snow_settings, unit_scale)
-from . import gn_bake_format, gn_flakes, particle_output, snow_output, snow_surface
+from . import (engine, gn_bake_format, gn_flakes, ownership, particle_output, snow_output,
+               snow_surface)
+from .engine import WARM_UP_TASK
 from .frame_store import GN_BAKE, PTCACHE, FlakeCopier, FrameStore, flake_file_name
 from .scene_io import read_terrain, resolve_cache_folder, scene_fences
 
@@ -143,9 +146,18 @@ class BakeJob:
     SnowInputError before anything in the file or on disk changes."""
 
     def __init__(self, context, resume: bool = False, backend: str | None = None,
-                 camera_only: bool = False, camera_margin: float = 0.1):
-        from ..snow_addon.simulation import Simulation
+                 camera_only: bool = False, camera_margin: float = 0.1,
+                 defer_simulation: bool = False):
+        """Validate and read the scene (Blender's thread). Unless ``defer_simulation``, also
+        build the simulation and open the bake; with it, the caller runs
+        ``build_simulation()`` (any thread: it touches no Blender data) and then ``open()``
+        (Blender's thread) itself, as the modal Bake does with the compile off the UI."""
+        self._prepare(context, resume, backend, camera_only, camera_margin)
+        if not defer_simulation:
+            self.build_simulation()
+            self.open()
 
+    def _prepare(self, context, resume, backend, camera_only, camera_margin) -> None:
         scene = context.scene
         props = scene.snowfall
         self.scene = scene
@@ -174,6 +186,7 @@ class BakeJob:
         self.folder = BakeFolder(self.cache)
         self.settings = settings
         self.terrain_digest = _terrain_digest(vertices, triangles, self.fences)
+        ownership.check_bake(self, context)   # this file's folder, writable, room on disk
         point = None
         if resume:
             point = self._resume_point()
@@ -184,8 +197,25 @@ class BakeJob:
             raise SnowInputError("frame_end", "the scene's end frame is before its start",
                                  "an end frame after the start frame")
 
-        self.sim = Simulation(settings, vertices, triangles,
-                              backend=backend if backend is not None else props.backend,
+        self.backend_choice = backend if backend is not None else props.backend
+        self._terrain_arrays = (vertices, triangles)
+        self._point = point
+        self.sim = None
+        #: "preparing" (building the simulation, compiling kernels on first use), "baking",
+        #: "stopping", then "finished" or "stopped" (read by the panel and status bar).
+        self.stage = "preparing"
+        self.cancelled = False
+        self.finished = False
+
+    def build_simulation(self) -> None:
+        """Build the engine's Simulation (and load the checkpoint to resume from): the slow
+        part of starting a bake (heightmap, first-use kernel compilation). No Blender data
+        is read or written here, so it may run on a worker thread."""
+        from ..snow_addon.simulation import Simulation
+
+        settings, point = self.settings, self._point
+        vertices, triangles = self._terrain_arrays
+        self.sim = Simulation(settings, vertices, triangles, backend=self.backend_choice,
                               fences=self.fences)
         if point is not None:
             checkpoint = os.path.join(self.cache, str(point.progress.checkpoint.get("file")))
@@ -200,7 +230,12 @@ class BakeJob:
                                      f"{self.sim.step_index}, frame {point.frame} is step "
                                      f"{expected}", "baking again", checkpoint)
 
-        # --- from here on the file and the cache change -----------------------------------
+    def open(self) -> None:
+        """Blender's side of starting the bake (Blender's thread, after build_simulation):
+        from here on the file and the cache change."""
+        scene, props, settings, point = self.scene, self.scene.snowfall, self.settings, \
+            self._point
+        resume = self.resume
         self.scale = unit_scale(scene)
         self.record = CommitRecord()
         if resume:
@@ -217,13 +252,13 @@ class BakeJob:
                 self.compression = particle_output.cache_compression()
                 self.velocity_step = particle_output.velocity_step(scene)
             self.vertex_frames = bool(VERTEX_SNOW_FRAMES)
-            self.folder.start(self._meta())
+            ownership.start_folder(self)   # a full disk: clear message, nothing half made
             props.flake_emitter = self.emitter
             self._setup_snow_display()
             props.baked_frame_start = self.frame_start
         self.flake_dir = particle_output.cache_directory(self.emitter)
         # The writer thread's half (no bpy): it fills self.record as frames reach the disk.
-        particle_output.ensure_info_file(self.emitter, settings.flake_count)
+        ownership.write_info_file(self, settings.flake_count)   # a full disk: clear message
         self._velocity_scale = np.float32(particle_output.velocity_scale(scene, self.emitter)
                                           / self.scale)
         # Only the point cache marks respawned flakes (frame_store.FrameStore.store_frame).
@@ -246,9 +281,9 @@ class BakeJob:
         #: frames to the writer, waiting for it); ``flush_seconds``: the wait at the end.
         self.output_seconds = 0.0
         self.flush_seconds = 0.0
-        self.cancelled = False
-        self.finished = False
         self.writer = BakeWriter(WRITER_QUEUE)
+        #: Whether the next frames carry a copy of the wind for the viewport's overlay.
+        self.publish_wind = WindOverlay.wants_field(scene)
         self._checkpoint_time = time.perf_counter()
         self._checkpoint_frame = self.frame if resume else None
         self.checkpoint_seconds = checkpoint_seconds()
@@ -263,6 +298,7 @@ class BakeJob:
             except BaseException:
                 self.writer.close()      # no thread left behind by a bake that never ran
                 raise
+        self.stage = "baking"
 
     def fingerprint(self, frame: int) -> str:
         return _fingerprint(self.settings, self.terrain_digest, self.frame_start, self.substeps,
@@ -271,6 +307,7 @@ class BakeJob:
     def _meta(self) -> dict:
         scene, grid = self.scene, self.sim.heightmap.grid
         return {"scene": scene.name, "frame_start": self.frame_start,
+                "owner": ownership.owner_record(scene, self.cache),
                 "frame_end": self.frame_end, "substeps": self.substeps,
                 "fps": scene.render.fps / scene.render.fps_base, "unit_scale": self.scale,
                 "settings": json.loads(json.dumps(self.settings.to_dict(), default=str)),
@@ -293,10 +330,10 @@ class BakeJob:
         cache_dir = flake_cache_folder(props.cache_folder, scene)
         if self.flake_format == GN_BAKE:
             return gn_flakes.ensure_flakes(scene, FLAKE_EMITTER_NAME, cache_dir,
-                                           flake_size=float(props.flake_size))
+                                           flake_size=flake_radius(props, scene))
         return particle_output.ensure_flake_system(
             scene, FLAKE_EMITTER_NAME, self.settings.flake_count,
-            flake_size=float(props.flake_size), cache_dir=cache_dir)
+            flake_size=flake_radius(props, scene), cache_dir=cache_dir)
 
     def _setup_snow_display(self) -> None:
         if self.vertex_frames:
@@ -331,7 +368,11 @@ class BakeJob:
         if point.fingerprint != self.fingerprint(point.frame):
             raise SnowInputError("bake", "the settings, frame range start, terrain or "
                                  "fences changed since the bake", "restoring them, or baking again")
-        if point.frame >= self.frame_end and point.frame in point.progress.flakes:
+        if point.frame >= self.frame_end and point.frame in point.progress.flakes and \
+                ownership.shows_bake(self.scene, self.cache) and \
+                not ownership.adopted(self.scene):
+            # (a file that lost its record, or opened before it picked the bake up again,
+            # takes the bake back: Resume then only rebuilds what Blender shows)
             raise SnowInputError("frame_end", f"the bake already reaches frame {point.frame}",
                                  "a later scene end frame to bake more")
         self._meta_on_disk = meta
@@ -343,6 +384,7 @@ class BakeJob:
         scene, props = self.scene, self.scene.snowfall
         meta = self._meta_on_disk
         self.frame = point.frame
+        ownership.claim(scene, self.cache)      # a bake of this file's under another name
         self.folder.remove_temporaries()
         self.flake_format = meta["flakes"].get("format", PTCACHE)
         compression = meta["flakes"]["compression"]
@@ -355,6 +397,13 @@ class BakeJob:
         record.complete = point.frame
         self.record = record
         emitter = props.flake_emitter
+        if emitter is not None and emitter.name in scene.objects and not ownership._same(
+                ownership.emitter_folder(emitter), self.cache):
+            # It reads another folder (a copy's emitter still points at the original's):
+            # removed from this file (no file of the other folder changes), made anew.
+            props.flake_emitter = None
+            bpy.data.objects.remove(emitter)
+            emitter = None
         if emitter is None or emitter.name not in scene.objects or \
                 gn_flakes.is_gn_flakes(emitter) != (self.flake_format == GN_BAKE):
             # Not in the .blend (never saved after the bake started): a new emitter reading
@@ -392,17 +441,26 @@ class BakeJob:
     # --- progress ---------------------------------------------------------------------------
     @property
     def done(self) -> bool:
+        if self.sim is None or not hasattr(self, "frame"):
+            return self.finished or self.cancelled
         return self.finished or self.cancelled or self.frame >= self.frame_end
 
     @property
     def progress(self) -> float:
+        """The share of the bake's frames simulated; while the simulation is prepared, the
+        share of a first-use kernel compile done (0 when there is none)."""
+        if not hasattr(self, "frames_total"):
+            background = getattr(self, "_background", None)
+            return background.preparing_progress if background is not None else 0.0
         if self.frames_total <= 0:
             return 1.0
         return (self.frames_done + self.substep / self.substeps) / self.frames_total
 
     @property
     def seconds_per_frame(self):
-        if self.frames_done == 0:
+        """Wall seconds per simulated frame since the stepping began (the simulation's build
+        and any first-use kernel compile before it are left out)."""
+        if not getattr(self, "frames_done", 0):
             return None
         return (time.perf_counter() - self.started) / self.frames_done
 
@@ -413,14 +471,15 @@ class BakeJob:
             return None
         return per_frame * (self.frames_total - self.frames_done - self.substep / self.substeps)
 
-    @property
-    def committed_frame(self):
-        """The last frame complete on disk (None before the first)."""
-        return self.record.complete
-
     def status_text(self) -> str:
+        background = getattr(self, "_background", None)
+        if self.stage == "preparing" and background is not None:
+            return background.status_text()
+        if self.stage == "stopping":
+            return f"Snowfall: stopping after frame {self.frame}..."
+        backend = self.sim.backend.name if self.sim is not None else "..."
         text = (f"Snowfall: frame {self.frame}/{self.frame_end} "
-                f"({100.0 * self.progress:.0f}%) on {self.sim.backend.name}")
+                f"({100.0 * self.progress:.0f}%) on {backend}")
         eta = self.eta_seconds
         if eta is not None:
             text += f", {self.seconds_per_frame:.2f} s/frame, ETA {_format_seconds(eta)}"
@@ -428,16 +487,25 @@ class BakeJob:
 
     # --- stepping ----------------------------------------------------------------------------
     def advance(self) -> bool:
-        """One substep; writes the frame when its last substep is done. False when the
-        bake is complete (or stopped)."""
+        """One substep on this thread, and Blender's side of a finished frame. False when
+        the bake is complete (or stopped)."""
+        frame = self._step_engine()
+        if frame is not None:
+            self._show_frame(frame)
+        return not self.done
+
+    def _step_engine(self):
+        """One substep of the engine, and the frame's files handed to the writer when it was
+        the frame's last: returns that frame's ``_FrameDone``, else None. No Blender data is
+        touched: the background bake runs this on the simulation thread."""
         if self.done:
-            return False
+            return None
         self.sim.step(1)
         self.substep += 1
-        if self.substep == self.substeps:
-            self.substep = 0
-            self._write_frame(self.frame + 1)
-        return not self.done
+        if self.substep < self.substeps:
+            return None
+        self.substep = 0
+        return self._write_frame_files(self.frame + 1)
 
     def advance_frame(self) -> bool:
         """Substeps up to the end of the next frame."""
@@ -454,15 +522,15 @@ class BakeJob:
             self.finish()
 
     def _write_frame(self, frame: int, first: bool = False) -> None:
-        """Hand frame ``frame`` to the writer thread (host copies of everything it writes),
-        and store its snow in the .blend."""
+        """Hand frame ``frame`` to the writer thread and show it in the .blend."""
+        self._show_frame(self._write_frame_files(frame, first))
+
+    def _write_frame_files(self, frame: int, first: bool = False) -> "_FrameDone":
+        """Host copies of everything frame ``frame`` writes, handed to the writer thread
+        (no Blender data: any thread)."""
         started = time.perf_counter()
         sim = self.sim
         depth = sim.snow_depth()
-        if self.vertex_frames:
-            for part in self.parts:
-                snow_output.write_snow_frame(part.obj, frame,
-                                             _vertex_depth(sim, depth, part.vertices))
         # The flakes' engine arrays as they are (the writer scales them, orders them into
         # (N, 3) and finds the respawns).
         flakes = self._flake_copier.copy()
@@ -474,17 +542,31 @@ class BakeJob:
                                self.fingerprint(frame) if state else "")
         except Exception as error:
             raise self._write_error(error) from None
-        props = self.scene.snowfall
-        props.has_bake = True
-        props.baked_frame_end = frame
-        self._show_range(frame)
-        self.output_seconds += time.perf_counter() - started
+        wind = sim.wind_field() if self.publish_wind else None
         if not first:
             self.frame = frame
             self.frames_done += 1
+        self.output_seconds += time.perf_counter() - started
+        return _FrameDone(frame, first, depth if self.vertex_frames else None, wind,
+                          sim.step_index, sim.time)
+
+    def _show_frame(self, done: "_FrameDone") -> None:
+        """Blender's side of a frame handed to the writer (Blender's thread)."""
+        started = time.perf_counter()
+        if self.vertex_frames:
+            for part in self.parts:
+                snow_output.write_snow_frame(part.obj, done.frame,
+                                             _vertex_depth(self.sim, done.depth, part.vertices))
+        props = self.scene.snowfall
+        props.has_bake = True
+        props.baked_frame_end = done.frame
+        self._show_range(done.frame)
+        if not done.first:
             props.seconds_per_frame = self.seconds_per_frame or 0.0
-        if WindOverlay.wants_field(self.scene):  # the viewport shows the wind while baking
-            WindOverlay.publish(sim.wind_field(), sim.step_index, sim.time, source="bake")
+        if done.wind is not None:  # the viewport shows the wind while baking
+            WindOverlay.publish(done.wind, done.step, done.time, source="bake")
+        self.publish_wind = WindOverlay.wants_field(self.scene)
+        self.output_seconds += time.perf_counter() - started
 
     def _snapshot(self, frame: int) -> dict:
         """A host copy of the engine state (the writer thread saves it as a checkpoint)."""
@@ -524,10 +606,18 @@ class BakeJob:
         """Close the bake: every finished frame stays; the particle cache is marked baked."""
         if self.finished:
             return
-        self.finished = True
-        _RUNNING.pop(self.scene.as_pointer(), None)
+        self._finish_files()
+        self._finish_blend()
+
+    def _finish_files(self) -> None:
+        """The engine's half of closing (any thread): a checkpoint of the last frame, the
+        newest frame's flakes, and every queued write on disk. A write error is kept for
+        ``_finish_blend`` to raise."""
+        if getattr(self, "_files_finished", False):
+            return
+        self._files_finished = True
         started = time.perf_counter()
-        error = None
+        self._finish_error = None
         try:
             if self.writer.error is None:
                 if self.substep == 0 and self._checkpoint_frame != self.frame:
@@ -537,15 +627,20 @@ class BakeJob:
                 self.writer.submit(self.store.flush_pending)
             self.writer.flush()
         except Exception as exc:
-            error = exc
+            self._finish_error = exc
         self.writer.close()
         self.flush_seconds = time.perf_counter() - started
         self.output_seconds += self.flush_seconds
+
+    def _finish_blend(self) -> None:
+        """Blender's half of closing (Blender's thread): show the frames on disk."""
+        if self.finished:
+            return
+        self.finished = True
+        self.stage = "stopped" if self.cancelled else "finished"
+        _RUNNING.pop(self.scene.as_pointer(), None)
         # What Blender shows: the frames whose flakes and snow are both on disk.
-        record = self.record
-        last = self.frame_start - 1
-        while last + 1 in record.flakes and last + 1 in record.snow:
-            last += 1
+        last = self._last_complete_frame()
         props = self.scene.snowfall
         if last >= self.frame_start:
             if self.vertex_frames:
@@ -555,13 +650,165 @@ class BakeJob:
             props.baked_frame_end = last
             particle_output.finish_flake_bake(self.emitter, self.frame_start, last)
         self.frame = max(last, self.frame_start)
-        if error is not None:
-            raise self._write_error(error) from None
+        if self._finish_error is not None:
+            raise self._write_error(self._finish_error) from None
+
+    def _last_complete_frame(self) -> int:
+        record = self.record
+        last = self.frame_start - 1
+        while last + 1 in record.flakes and last + 1 in record.snow:
+            last += 1
+        return last
 
     def cancel(self) -> None:
         """Stop after the current substep, keeping every finished frame."""
         self.cancelled = True
         self.finish()
+
+    # --- in the background (the modal Bake) --------------------------------------------------
+    def start_in_background(self, worker) -> None:
+        """Build the simulation and then step it on ``worker`` (snow_addon.worker.
+        EngineWorker); Blender's thread calls ``poll()`` from a timer until it returns
+        False. Everything that touches Blender data happens in ``poll``."""
+        self._background = _BackgroundBake(self, worker)
+        _RUNNING[self.scene.as_pointer()] = self
+
+    def poll(self) -> bool:
+        """Blender's thread: apply what the simulation thread finished since the last call
+        (open the bake once the simulation is built, show new frames, close the bake when
+        the stepping ended). True while the bake goes on. Raises what the bake raised."""
+        return self._background.poll()
+
+    def request_stop(self) -> None:
+        """Stop after the current substep (Esc). Before the simulation is built nothing was
+        changed yet: the bake ends at once (a first-use compile goes on in the background,
+        so its kernels are ready next time)."""
+        self.cancelled = True
+        self._background.request_stop()
+
+
+class _FrameDone:
+    """A frame the engine handed to the writer: what Blender's side needs to show it."""
+
+    __slots__ = ("frame", "first", "depth", "wind", "step", "time")
+
+    def __init__(self, frame, first, depth, wind, step, time_s):
+        self.frame, self.first, self.depth, self.wind = frame, first, depth, wind
+        self.step, self.time = step, time_s
+
+
+class _BackgroundBake:
+    """The modal Bake's two tasks on the simulation thread: build the simulation (and
+    compile the kernels on first use), then step it frame by frame until the end or Esc.
+    Blender's thread opens the bake between the two and shows each finished frame."""
+
+    #: Least wall seconds between two updates of the flakes Blender shows during a bake.
+    SHOW_FLAKES_SECONDS = 2.0
+
+    def __init__(self, job: BakeJob, worker):
+        from ..snow_addon import kernel_cache
+
+        self.job = job
+        self.worker = worker
+        self.first_use = engine.preparation()
+        self.expected_seconds = kernel_cache.expected_seconds(
+            self.first_use.folder if self.first_use is not None else None)
+        self.build = worker.submit(self._build, "build the simulation")
+        self.steps = None
+        self._flakes_shown_at = 0.0
+        self._flakes_shown = None
+
+    # the simulation thread
+    def _build(self, task) -> None:
+        task.report(0.0, "building the simulation")
+        self.job.build_simulation()
+
+    def _step(self, task) -> None:
+        job = self.job
+        try:
+            while not task.stopping:
+                done = job._step_engine()
+                if done is not None:
+                    task.post(done)
+                if job.done:
+                    break
+        finally:
+            job._finish_files()
+
+    # Blender's thread
+    def status_text(self) -> str:
+        ahead = self.worker.tasks_ahead_of(self.build)
+        warm_up = next((t for t in ahead if t.name == WARM_UP_TASK), None)
+        if warm_up is not None:
+            left = max(0.0, self.expected_seconds * (1.0 - warm_up.progress))
+            return (f"Snowfall: preparing the simulation for first use (compiling the CPU "
+                    f"kernels), about {_format_seconds(left)} left "
+                    f"({100.0 * warm_up.progress:.0f}%)  (Esc to stop)")
+        if ahead:
+            return "Snowfall: waiting for " + ahead[0].name + "  (Esc to stop)"
+        seconds = time.perf_counter() - (self.build.started_at or time.perf_counter())
+        return f"Snowfall: preparing the simulation ({seconds:.0f} s)  (Esc to stop)"
+
+    @property
+    def preparing_progress(self) -> float:
+        ahead = self.worker.tasks_ahead_of(self.build)
+        warm_up = next((t for t in ahead if t.name == WARM_UP_TASK), None)
+        return warm_up.progress if warm_up is not None else 0.0
+
+    def poll(self) -> bool:
+        job = self.job
+        if self.steps is None:
+            if not self.build.done:
+                return True
+            if self.build.stopped or job.cancelled:
+                job.stage = "stopped"
+                _RUNNING.pop(job.scene.as_pointer(), None)
+                job.finished = True
+                return False
+            if self.build.error is not None:
+                job.finished = True
+                _RUNNING.pop(job.scene.as_pointer(), None)
+                self.build.raise_error()
+            job.open()
+            job.stage = "baking"
+            self.steps = self.worker.submit(self._step, "bake " + job.scene.name)
+        for done in self.steps.take_messages():
+            job._show_frame(done)
+        if not self.steps.done:
+            self._show_flakes()
+            return True
+        for done in self.steps.take_messages():
+            job._show_frame(done)
+        if self.steps.error is not None:
+            job._finish_error = job._finish_error or self.steps.error
+        job._finish_blend()
+        return False
+
+    def _show_flakes(self) -> None:
+        """Let the viewport show the flakes of the frames finished so far (every few
+        seconds: Blender rereads the cache folder)."""
+        job = self.job
+        now = time.perf_counter()
+        if now - self._flakes_shown_at < self.SHOW_FLAKES_SECONDS:
+            return
+        self._flakes_shown_at = now
+        last = job._last_complete_frame()
+        if last > job.frame_start and last != self._flakes_shown:
+            self._flakes_shown = last
+            particle_output.show_flake_frames(job.emitter)
+
+    def request_stop(self) -> None:
+        job = self.job
+        if self.steps is None:
+            # Nothing in the file or on disk changed yet: the bake ends now. A build under
+            # way finishes on the simulation thread and is dropped.
+            self.build.request_stop()
+            job.stage = "stopped"
+            job.finished = True
+            _RUNNING.pop(job.scene.as_pointer(), None)
+        else:
+            job.stage = "stopping"
+            self.steps.request_stop()
 
 
 def particle_output_frame_name(frame: int) -> str:
@@ -585,53 +832,66 @@ def _format_seconds(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def free_bake(scene) -> None:
-    """Remove the baked snow, flakes and resume state of ``scene``."""
+def free_bake(scene) -> list:
+    """Remove the baked snow, flakes and resume state of ``scene`` from the .blend, and the
+    files of this file's own bake from disk; the files of another file's bake (a Save As
+    copy's flakes still read the original's folder; a folder shared with another file) are
+    kept (ownership.plan_free). Returns a note per folder kept. BakeCacheError, before
+    anything changes, when a folder of this file's bake cannot be changed (read-only)."""
     props = scene.snowfall
+    plan = ownership.plan_free(scene)
     for obj in terrain_objects(props):
         snow_output.free_snow(obj)       # per-frame attributes (also of older bakes)
     snow_surface.free_surface()
     emitter = props.flake_emitter
     if emitter is not None:
-        particle_output.free_flake_bake(emitter)
+        if plan.emitter_files:
+            particle_output.free_flake_bake(emitter)
         props.flake_emitter = None
         mesh = emitter.data
         bpy.data.objects.remove(emitter)
         if mesh is not None and mesh.users == 0:
             bpy.data.meshes.remove(mesh)
-    try:
-        folder = scene_cache_folder(resolve_cache_folder(props), scene)
-    except SnowInputError:
-        folder = None
-    if folder is not None:
+    for folder in plan.folders:
         # A Geometry Nodes flake bake's meta/ and blobs/ (also without its object).
         gn_bake_format.free(os.path.join(folder, bake_cache.FLAKE_DIR))
         free_cache(folder)
     props.has_bake = False
     props.baked_frame_start = 0
     props.baked_frame_end = 0
+    return plan.kept
 
 
 class _BakeBase:
     bl_options = {"REGISTER"}
     resume = False
-    #: Wall time the modal operator spends stepping per timer event (seconds).
-    budget_seconds = 0.1
+    #: Seconds between two timer events of the modal bake (each only polls the simulation
+    #: thread and shows what it finished: Blender's thread never simulates).
+    timer_seconds = 0.05
+
+    interactive: bpy.props.BoolProperty(
+        name="Interactive", default=False, options={"HIDDEN", "SKIP_SAVE"},
+        description="Run beside the UI with progress (set by invoke; scripts bake at once)")
 
     @classmethod
     def poll(cls, context):
         return context.scene is not None and running_job(context.scene) is None
 
-    def _start(self, context):
+    def _start(self, context, defer_simulation: bool = False):
+        props = context.scene.snowfall
+        camera_only = bool(getattr(self, "camera_only", False)
+                           or getattr(props, "camera_only", False))
+        margin = float(getattr(props, "camera_margin", getattr(self, "camera_margin", 0.1)))
         try:
-            return BakeJob(context, resume=self.resume,
-                           camera_only=bool(getattr(self, "camera_only", False)),
-                           camera_margin=float(getattr(self, "camera_margin", 0.1)))
+            return BakeJob(context, resume=self.resume, camera_only=camera_only,
+                           camera_margin=margin, defer_simulation=defer_simulation)
         except SnowInputError as error:
             self.report({"ERROR"}, str(error))
             return None
 
     def execute(self, context):
+        if self.interactive:          # confirmed in invoke's popup: bake beside the UI
+            return self._start_modal(context)
         job = self._start(context)
         if job is None:
             return {"CANCELLED"}
@@ -644,64 +904,91 @@ class _BakeBase:
         self.report({"INFO"}, f"Snowfall: baked frames {job.frame_start}-{job.frame}")
         return {"FINISHED"}
 
-    def invoke(self, context, _event):
-        job = self._start(context)
+    def invoke(self, context, event):
+        self.interactive = True
+        props = context.scene.snowfall
+        if not self.resume and props.has_bake:
+            # Baking again replaces the frames on disk: ask first.
+            return context.window_manager.invoke_confirm(
+                self, event, title="Replace the Snowfall bake?",
+                message=(f"Frames {props.baked_frame_start}-{props.baked_frame_end} of this "
+                         "bake are deleted and simulated again"), confirm_text="Bake Again",
+                icon="WARNING")
+        return self._start_modal(context)
+
+    def _start_modal(self, context):
+        job = self._start(context, defer_simulation=True)
         if job is None:
             return {"CANCELLED"}
-        _RUNNING[context.scene.as_pointer()] = job
+        job.start_in_background(engine.worker())
         self._job = job
         wm = context.window_manager
-        self._timer = wm.event_timer_add(0.01, window=context.window)
+        self._timer = wm.event_timer_add(self.timer_seconds, window=context.window)
         wm.modal_handler_add(self)
         wm.progress_begin(0, 1000)
+        self._show_status(context)
         return {"RUNNING_MODAL"}
 
     def modal(self, context, event):
         job = self._job
-        if event.type in {"ESC", "RIGHTMOUSE"} and event.value == "PRESS":
-            self._end(context)
-            try:
-                job.cancel()
-            except SnowInputError as error:
-                self.report({"ERROR"}, str(error))
-                return {"CANCELLED"}
-            self.report({"WARNING"}, f"Snowfall: stopped; frames {job.frame_start}-{job.frame}"
-                        " are kept (Resume continues)")
-            return {"CANCELLED"}
+        if event.type in {"ESC", "RIGHTMOUSE"} and event.value == "PRESS" \
+                and job.stage in ("preparing", "baking"):
+            preparing = job.stage == "preparing"
+            job.request_stop()
+            if preparing:                     # nothing was changed yet: stop at once
+                return self._close(context, job)
+            return self._keep_going(context)
+        if event.type == "Z" and event.value == "PRESS" and (event.ctrl or event.oskey):
+            # Undo would reload the scene under the bake's feet (its objects and settings):
+            # the bake keeps it out until it ends.
+            self.report({"WARNING"}, "Snowfall: undo waits until the bake ends (Esc stops it)")
+            return {"RUNNING_MODAL"}
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
-        deadline = time.perf_counter() + self.budget_seconds
         try:
-            while job.advance() and time.perf_counter() < deadline:
-                pass
-        except SnowInputError as error:   # the disk filled up or became read-only
+            going = job.poll()
+        except SnowInputError as error:   # bad scene data, the disk filled up or read-only
             self._end(context)
-            try:
-                job.cancel()
-            except SnowInputError:
-                pass
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}
-        except Exception:
-            job.cancel()
+        except Exception as error:        # a failure inside the engine: say what, keep Blender
+            import traceback
+
+            traceback.print_exc()
             self._end(context)
-            raise
+            _RUNNING.pop(context.scene.as_pointer(), None)
+            self.report({"ERROR"}, f"Snowfall: the bake failed ({type(error).__name__}: "
+                        f"{error}); finished frames are kept, the console has the details")
+            return {"CANCELLED"}
+        if going:
+            return self._keep_going(context)
+        return self._close(context, job)
+
+    def _keep_going(self, context):
+        self._show_status(context)
+        return {"RUNNING_MODAL"}
+
+    def _show_status(self, context):
+        job = self._job
         context.window_manager.progress_update(int(1000 * job.progress))
         if context.workspace is not None:
             context.workspace.status_text_set(job.status_text())
         for area in context.screen.areas if context.screen else ():
             if area.type in {"PROPERTIES", "VIEW_3D"}:
                 area.tag_redraw()
-        if job.done:
-            self._end(context)
-            try:
-                job.finish()
-            except SnowInputError as error:
-                self.report({"ERROR"}, str(error))
-                return {"CANCELLED"}
-            self.report({"INFO"}, f"Snowfall: baked frames {job.frame_start}-{job.frame}")
-            return {"FINISHED"}
-        return {"RUNNING_MODAL"}
+
+    def _close(self, context, job):
+        self._end(context)
+        if job.stage == "stopped":
+            if job.sim is None or not hasattr(job, "record"):
+                self.report({"WARNING"}, "Snowfall: stopped before the first frame; nothing "
+                            "was changed")
+            else:
+                self.report({"WARNING"}, f"Snowfall: stopped; frames {job.frame_start}-"
+                            f"{job.frame} are kept (Resume continues)")
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Snowfall: baked frames {job.frame_start}-{job.frame}")
+        return {"FINISHED"}
 
     def _end(self, context):
         wm = context.window_manager
@@ -709,6 +996,9 @@ class _BakeBase:
         wm.progress_end()
         if context.workspace is not None:
             context.workspace.status_text_set(None)
+        for area in context.screen.areas if context.screen else ():
+            if area.type in {"PROPERTIES", "VIEW_3D"}:
+                area.tag_redraw()
 
 
 class SNOWFALL_OT_bake(_BakeBase, bpy.types.Operator):
@@ -747,14 +1037,32 @@ class SNOWFALL_OT_free(bpy.types.Operator):
         return context.scene is not None and running_job(context.scene) is None
 
     def execute(self, context):
-        free_bake(context.scene)
+        try:
+            kept = free_bake(context.scene)
+        except SnowInputError as error:          # a read-only folder: nothing was freed
+            self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
+        for note in kept:
+            self.report({"WARNING"}, f"Snowfall: {note}")
         return {"FINISHED"}
 
 
 @bpy.app.handlers.persistent
 def _stop_running_jobs(*_args):
+    """Before another file loads (or the add-on goes): stop every bake, keeping its
+    finished frames. A bake stepping on the simulation thread stops after its substep."""
     for job in list(_RUNNING.values()):
-        job.cancel()
+        background = getattr(job, "_background", None)
+        if background is None:
+            job.cancel()
+            continue
+        job.request_stop()
+        if background.steps is not None:
+            background.steps.wait()
+            try:
+                background.poll()
+            except SnowInputError:
+                pass
     _RUNNING.clear()
 
 

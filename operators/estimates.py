@@ -15,6 +15,7 @@ from ..snow_addon.backend import select_backend
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.grid import HeightmapGrid, WindGrid
 from ..properties import terrain_objects, to_snow_settings
+from .background import BackgroundOperator
 from .scene_io import read_terrain, scene_fences, world_bounds
 
 
@@ -153,9 +154,10 @@ def backend_choice(requested: str) -> tuple:
     return (backend.name + where, backend.reason)
 
 
-def measure_seconds_per_frame(context) -> float:
-    """Build the real simulation, take one warm-up step (compiles the kernels), then time
-    one frame of substeps. Seconds per frame, also stored in ``seconds_per_frame``."""
+def read_measure(context):
+    """Blender's half of Measure: a function (no Blender data: any thread) that builds the
+    real simulation, takes one warm-up step (compiles the kernels), then times one frame
+    of substeps and returns its seconds."""
     from ..snow_addon.simulation import Simulation
 
     scene = context.scene
@@ -165,33 +167,50 @@ def measure_seconds_per_frame(context) -> float:
         raise SnowInputError("terrain", "no terrain is set", "Set Terrain")
     settings = to_snow_settings(props, scene)
     terrain = read_terrain(context, objects)
-    sim = Simulation(settings, terrain.vertices, terrain.triangles, backend=props.backend,
-                     fences=scene_fences(context, objects))
-    sim.step(1)
-    sim.backend.synchronize()
-    start = time.perf_counter()
-    sim.step(int(props.substeps))
-    sim.flake_positions()   # a frame also copies the flakes to the host
-    sim.backend.synchronize()
-    seconds = time.perf_counter() - start
-    props.seconds_per_frame = seconds
+    fences = scene_fences(context, objects)
+    backend, substeps = props.backend, int(props.substeps)
+
+    def measure(task=None):
+        if task is not None:
+            task.report(0.1, "building the simulation")
+        sim = Simulation(settings, terrain.vertices, terrain.triangles, backend=backend,
+                         fences=fences)
+        sim.step(1)
+        sim.backend.synchronize()
+        if task is not None:
+            task.report(0.5, "timing a frame")
+        start = time.perf_counter()
+        sim.step(substeps)
+        sim.flake_positions()   # a frame also copies the flakes to the host
+        sim.backend.synchronize()
+        return time.perf_counter() - start
+
+    return measure
+
+
+def measure_seconds_per_frame(context) -> float:
+    """Seconds per frame of the scene's simulation (measured now, on this thread), also
+    stored in ``seconds_per_frame``."""
+    seconds = read_measure(context)()
+    context.scene.snowfall.seconds_per_frame = seconds
     return seconds
 
 
-class SNOWFALL_OT_measure(bpy.types.Operator):
+class SNOWFALL_OT_measure(BackgroundOperator, bpy.types.Operator):
     """Time one frame of the simulation with the current settings (builds it once)"""
 
     bl_idname = "snowfall.measure"
     bl_label = "Measure Time per Frame"
 
-    def execute(self, context):
-        try:
-            seconds = measure_seconds_per_frame(context)
-        except SnowInputError as error:
-            self.report({"ERROR"}, str(error))
-            return {"CANCELLED"}
-        self.report({"INFO"}, f"Snowfall: {seconds:.3f} s per frame")
-        return {"FINISHED"}
+    def prepare(self, context):
+        measure = read_measure(context)
+
+        def apply(context, seconds):
+            context.scene.snowfall.seconds_per_frame = seconds
+            self.report({"INFO"}, f"Snowfall: {seconds:.3f} s per frame")
+            return {"FINISHED"}
+
+        return measure, apply
 
 
 CLASSES = (SNOWFALL_OT_measure,)

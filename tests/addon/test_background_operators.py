@@ -61,7 +61,7 @@ def _operator(cls, scene, **properties):
     return operator, context, wm, status, reports
 
 
-def _tick(operator, context, timeout=300.0):
+def _tick(operator, context, timeout=1800.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = operator.modal(context, SimpleNamespace(type="TIMER", value="NOTHING"))
