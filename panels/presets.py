@@ -16,9 +16,10 @@ from ..presets import SETTINGS_DIR
 
 PRESET_SUBDIR = "snowfall/settings"
 
-#: What a preset stores (the artist's own presets save these).
+#: What a preset stores (the artist's own presets save these), in this order: setting the
+#: rate or the depth switches Amount to it, so the Amount comes after both.
 PRESET_VALUES = (
-    "settings.snowfall_mode", "settings.snow_depth", "settings.snowfall_rate",
+    "settings.snowfall_rate", "settings.snow_depth", "settings.snowfall_mode",
     "settings.snow_type", "settings.wind_speed", "settings.gust_strength",
     "settings.gust_period", "settings.gust_direction_jitter", "settings.drift_enabled",
     "settings.drift_strength", "settings.turbulence", "settings.substeps",

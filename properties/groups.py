@@ -134,6 +134,18 @@ def _manual_size(self, _context):
         self.use_auto_flake_size = False
 
 
+def _by_rate(self, _context):
+    """A snowfall rate set (a script's, or typed) is the amount wanted: Amount By Rate, as
+    files and scripts from before the depth setting mean it."""
+    if self.snowfall_mode != "RATE":
+        self.snowfall_mode = "RATE"
+
+
+def _by_depth(self, _context):
+    if self.snowfall_mode != "DEPTH":
+        self.snowfall_mode = "DEPTH"
+
+
 def _heading_get(self):
     return 1.5 * math.pi - self.wind_from
 
@@ -315,12 +327,12 @@ class SnowfallSettings(bpy.types.PropertyGroup):
         description="How the amount of snow is set")
     snow_depth: FloatProperty(
         name="Snow Depth", default=ARTIST_DEFAULTS["snow_depth"], min=0.0, soft_max=2.0,
-        subtype="DISTANCE", unit="LENGTH", options=set(),
+        subtype="DISTANCE", unit="LENGTH", options=set(), update=_by_depth,
         description="Mean depth of new snow on open level ground at the scene's end frame "
                     "(drifts are deeper, scoured ground bare)")
     snowfall_rate: FloatProperty(
         name="Snowfall Rate (m/h)", default=ARTIST_DEFAULTS["snowfall_rate"], min=0.0,
-        soft_max=100.0, options=set(),
+        soft_max=100.0, options=set(), update=_by_rate,
         description="Snow depth added per hour on open level ground, in metres per hour "
                     "(real heavy snowfall is 0.02-0.05 m/h; a few seconds of bake need tens "
                     "of m/h)")

@@ -1,9 +1,9 @@
 import bpy
 settings = bpy.context.scene.snowfall
 
-settings.snowfall_mode = 'DEPTH'
-settings.snow_depth = 0.15
 settings.snowfall_rate = 40.0
+settings.snow_depth = 0.15
+settings.snowfall_mode = 'DEPTH'
 settings.snow_type = 'wet'
 settings.wind_speed = 4.0
 settings.gust_strength = 0.2

@@ -1,9 +1,9 @@
 import bpy
 settings = bpy.context.scene.snowfall
 
-settings.snowfall_mode = 'DEPTH'
-settings.snow_depth = 0.1
 settings.snowfall_rate = 60.0
+settings.snow_depth = 0.1
+settings.snowfall_mode = 'DEPTH'
 settings.snow_type = 'dry'
 settings.wind_speed = 11.0
 settings.gust_strength = 0.2

@@ -63,6 +63,19 @@ def test_depth_sets_the_engine_rate_over_the_bake_duration(addon):
         to_snow_settings(props, scene)
 
 
+def test_setting_a_rate_or_a_depth_picks_the_amount(addon):
+    """A script (or an older add-on's habit) that sets snowfall_rate bakes at that rate;
+    setting a depth goes back to By Snow Depth."""
+    scene = addon
+    props = scene.snowfall
+    props.snowfall_rate = 400.0
+    assert props.snowfall_mode == "RATE"
+    assert to_snow_settings(props, scene).snowfall_rate == pytest.approx(400.0)
+    props.snow_depth = 0.2
+    assert props.snowfall_mode == "DEPTH"
+    assert to_snow_settings(props, scene).snowfall_rate == pytest.approx(0.2 / (249 / 24) * 3600)
+
+
 def _wall_terrain():
     """A plain 100 m square with a wall 4 m high and 60 m long across the wind at x = -20."""
     from snowfall.sample_scenes.build import mesh_object

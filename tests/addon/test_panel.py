@@ -67,7 +67,7 @@ def test_top_shows_bake_resume_free_and_every_part_draws(addon, tools, tmp_path)
             "use_auto_wind_cell_size", "cache_folder"} <= set(layout.props)
     assert "snowfall.setup_render" in layout.operators
     assert "From the west, toward the east" in text
-    assert "Rate 960" in text or "Rate 9.6e+02" in text or "m/h over" in text
+    assert "by frame 4" in text               # small_settings sets a rate: By Rate
     assert "(automatic)" in text
 
 
