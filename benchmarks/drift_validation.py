@@ -244,9 +244,14 @@ def measure_fence(sim, scene):
     wind_bins = _profile(depth, strip, up, 0.0, math.floor(fetch_h - 1.0), 0.5)
     wvalues = np.array([v for _, v in wind_bins])
     wpeak = int(np.nanargmax(wvalues)) if np.isfinite(wvalues).any() else 0
+    fallen = float(sim.settings.snowfall_rate) / 3600.0 * float(sim.time)
+    open_up = (5.0, min(15.0, fetch_h - 1.0))
+    upwind_open, _ = _mean(depth, strip & (up >= open_up[0]) & (up < open_up[1]))
     derived = {
         "H_m": H,
         "reference_m": reference,
+        "fallen_m": fallen,
+        "upwind_5_15H_over_fallen": _over(upwind_open, fallen),
         "lee_over_windward_0_5H": lee / windward if windward > 0 else float("nan"),
         "windward_drift_H2": windward_area,
         "lee_drift_H2": lee_area,
@@ -327,8 +332,13 @@ def measure_cube(sim, scene):
                    [4, 6.5], [4 * H, 6.5 * H])
     zone("upwind 4-6.5 H, beside (2-4 H out)", (up >= 4) & (up < 6.5) & (side >= 2)
          & (side < 4), [4, 6.5], [4 * H, 6.5 * H])
+    fallen = float(sim.settings.snowfall_rate) / 3600.0 * float(sim.time)
+    lee_near = next(r["mean_depth_m"] for r in rows if r["zone"].startswith("lee 0-1 H"))
     derived = {
-        "H_m": H, "B_m": B, "reference_m": reference,
+        "H_m": H, "B_m": B, "reference_m": reference, "fallen_m": fallen,
+        "far_over_fallen": _over(reference, fallen),
+        "upwind_in_line_over_fallen": _over(in_line, fallen),
+        "lee_0_1H_over_far": _over(lee_near, reference),
         "upwind_in_line_over_far": _over(in_line, reference),
         "windward_face_over_far": _over(front, reference),
         "corners_over_far": _over(corners, reference),
@@ -578,6 +588,126 @@ def report_spread(runs: list, seeds: list) -> dict:
     return table
 
 
+# --- the sweep (issue 36): wind speed, obstacle size, distance from the upwind edge -------
+#: The figures the sweep tabulates per scene kind (keys of the measure functions' derived).
+SWEEP_FIGURES = {
+    "fence": ("upwind_5_15H_over_fallen", "lee_over_windward_0_5H", "windward_drift_H2",
+              "lee_drift_H2", "lee_over_windward_drift", "lee_drift_peak_at_H",
+              "lee_drift_end_H"),
+    "cube": ("far_over_fallen", "upwind_in_line_over_fallen", "windward_face_over_far",
+             "sides_0_025H_over_far", "sides_over_far", "corners_outside_over_far",
+             "lee_0_1H_over_far", "lee_1_3H_over_far"),
+    "ridge": ("windward_over_fallen", "crest_windward_half_over_fallen",
+              "crest_lee_half_over_fallen", "lee_over_fallen"),
+}
+
+
+def fence_scene(H: float, distance: float, porosity: float | None = None,
+                lee: float = 31.0) -> Scene:
+    """A fence H m high across a strip 6 H wide, its windward face ``distance`` H from the
+    upwind edge, ``lee`` H of ground behind it; heightmap H / 8, wind cells H / 4 (the
+    validation's fence at H = 2 m), flakes in proportion to the nodes (100,000 on the
+    validation's strip)."""
+    cell = 0.25 * H
+    size_x, size_y = (distance + lee) * H, 6.0 * H
+    resolution = int(round(size_x / (H / 8.0))) + 1
+    nodes = resolution * (int(round(size_y / (H / 8.0))) + 1)
+    flakes = int(round(100_000 * nodes / (361 * 49), -3))
+    settings = dict(heightmap_resolution=resolution, wind_cell_size=cell, sky_height=4.0 * H,
+                    flake_count=flakes, side_walls=True)
+    # the fence on a wind cell's centre
+    fence_x = -0.5 * size_x + distance * H + 1.5 * cell
+    if porosity is None:
+        terrain = dict(size_x=size_x, size_y=size_y, fence_height=H, fence_length=size_y,
+                       thickness=0.3 * H, fence_x=fence_x, resolution=resolution)
+        return Scene("snow_fence", terrain, settings, 1440, H,
+                     f"solid fence H = {H:g} m, {distance:g} H from the upwind edge")
+    terrain = dict(size_x=size_x, size_y=size_y, fence_height=H, fence_length=size_y,
+                   fence_x=fence_x, bottom_gap=0.0, resolution=resolution)
+    return Scene("porous_fence", terrain, settings, 1440, H,
+                 f"porous fence ({porosity:g}) H = {H:g} m, {distance:g} H from the upwind edge",
+                 porosity=porosity)
+
+
+def cube_scene(H: float, distance: float) -> Scene:
+    """A cube of side H centred on a square plane, its windward face ``distance`` H from
+    the upwind edge; heightmap H / 8, wind cells H / 4 (the validation's cube at H = 2 m)."""
+    size = (2.0 * distance + 1.0) * H
+    resolution = int(round(size / (H / 8.0))) + 1
+    flakes = int(round(100_000 * resolution ** 2 / 121 ** 2, -3))
+    return Scene("box_test", dict(size=size, block=H, block_height=H, resolution=resolution),
+                 dict(heightmap_resolution=resolution, wind_cell_size=0.25 * H,
+                      sky_height=4.0 * H, flake_count=flakes),
+                 1440, H, f"cube H = {H:g} m, {distance:g} H from the upwind edge")
+
+
+def sweep_cases(args):
+    """(kind, label, scene) of the sweep, the first seed of every case first."""
+    cases = []
+    for H in args.fence_heights:
+        for distance in args.distances:
+            if H != args.fence_heights[0] and distance != args.distances[0]:
+                continue                   # sizes at the first distance, distances at the first size
+            cases.append(("fence", f"solid fence H {H:g} m at {distance:g} H",
+                          fence_scene(H, distance)))
+    for distance in args.distances[:1]:
+        cases.append(("fence", f"porous fence H 2 m at {distance:g} H",
+                      fence_scene(2.0, distance, porosity=0.5)))
+    for H in args.cube_heights:
+        cases.append(("cube", f"cube H {H:g} m at {args.cube_distance:g} H",
+                      cube_scene(H, args.cube_distance)))
+    if args.with_ridge:
+        cases.append(("ridge", "ridge H 20 m", SCENES["ridge"]))
+    return cases
+
+
+def run_sweep(args, overrides) -> dict:
+    """Bake every case at every wind speed and seed (seed by seed, so that a run cut short
+    by ``--budget`` still covers the sweep) and print each figure's range per case and
+    wind speed, and over all of them."""
+    started = time.perf_counter()
+    results = []
+    cases = sweep_cases(args)
+    skipped = 0
+    for seed in args.seeds or [1]:
+        for kind, label, scene in cases:
+            for speed in args.winds:
+                if args.budget and time.perf_counter() - started > args.budget:
+                    skipped += 1
+                    continue
+                values = dict(overrides, seed=seed, wind_speed=speed)
+                result = run_scene(scene, args.backend, args.steps or scene.steps, args.flakes,
+                                   values)
+                d = result["derived"]
+                books = result["books"]
+                figures = {k: d.get(k) for k in SWEEP_FIGURES[kind]}
+                print(f"   SWEEP {label} | {speed:g} m/s | seed {seed} | "
+                      + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                  for k, v in figures.items())
+                      + f" | books: snowfall {books.get('snowfall_volume', 0):.4g}, in "
+                      f"{books.get('inflow_volume', 0):.4g}, out {books.get('outflow_volume', 0):.4g},"
+                      f" unaccounted {books['unaccounted_relative'] or 0:.1e}", flush=True)
+                results.append({"kind": kind, "case": label, "wind": speed, "seed": seed,
+                                "figures": figures, "books": books,
+                                "step_seconds": result["step_seconds"]})
+    print(f"\n== sweep ranges (min..max over seeds; {len(results)} runs, {skipped} skipped by "
+          f"the budget, {time.perf_counter() - started:.0f} s)")
+    for kind, label, _scene in cases:
+        for speed in args.winds:
+            runs = [r for r in results if r["case"] == label and r["wind"] == speed]
+            if not runs:
+                continue
+            cells = ", ".join(f"{k} {_span([r['figures'][k] for r in runs])}"
+                              for k in SWEEP_FIGURES[kind])
+            print(f"   {label} | {speed:g} m/s | {len(runs)} seeds | {cells}")
+    for kind in SWEEP_FIGURES:
+        runs = [r for r in results if r["kind"] == kind]
+        if runs:
+            print(f"   ALL {kind} ({len(runs)} runs): " + ", ".join(
+                f"{k} {_span([r['figures'][k] for r in runs])}" for k in SWEEP_FIGURES[kind]))
+    return {"runs": results, "skipped": skipped}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="cpu", choices=("cpu", "gpu", "numpy", "auto"))
@@ -598,7 +728,32 @@ def main(argv=None) -> int:
                         help="the porous fence's porosity (default: the scene's, 0.5)")
     parser.add_argument("--fence-gap", type=float, metavar="M",
                         help="the porous fence's bottom gap in m (default: the scene's)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="issue 36's sweep: fences and cubes of several sizes and distances "
+                             "from the upwind edge at several wind speeds (with --seeds)")
+    parser.add_argument("--winds", type=float, nargs="+", default=[8.0, 12.0, 16.0],
+                        help="sweep: wind speeds, m/s")
+    parser.add_argument("--fence-heights", type=float, nargs="+", default=[2.0, 1.0, 4.0],
+                        help="sweep: solid fence heights, m (the first at every distance)")
+    parser.add_argument("--distances", type=float, nargs="+", default=[20.0, 10.0, 40.0],
+                        help="sweep: fence distances from the upwind edge, H (the first for "
+                             "every height)")
+    parser.add_argument("--cube-heights", type=float, nargs="+", default=[2.0, 4.0, 6.0],
+                        help="sweep: cube sides, m")
+    parser.add_argument("--cube-distance", type=float, default=10.0,
+                        help="sweep: the cubes' distance from the upwind edge, H")
+    parser.add_argument("--with-ridge", action="store_true", help="sweep: the ridge too")
+    parser.add_argument("--budget", type=float, help="sweep: start no run after this many s")
     args = parser.parse_args(argv)
+    if args.sweep:
+        overrides = dict(_parse_set(args.set), gust_strength=0.0, gust_direction_jitter=0.0)
+        print("drift_validation --sweep: " + " ".join(sys.argv[1:]), flush=True)
+        out = run_sweep(args, overrides)
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump(out, handle, indent=1,
+                          default=lambda o: o.item() if hasattr(o, "item") else str(o))
+        return 0
     table = dict(SCENES)         # this run's scenes, the porous fence as the options say
     scene = table["porous_fence"]
     if args.porosity is not None:

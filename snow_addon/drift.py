@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..kernels.reference.drift import wrap_buffer_size
+from ..kernels.reference.drift import BARE_GROUND, OPEN_SNOWFIELD, WRAP, wrap_buffer_size
 from .errors import SnowInputError
 from .wind import KARMAN, MIXING_HEIGHT, base_wind  # noqa: F401 (one home: the wind's)
 
@@ -126,9 +126,11 @@ def check_roughness(settings, cell_size: float) -> None:
 class SnowDrift:
     """Saltation transport for one SnowCover and WindSolver. Buffers: the surface wind per
     wind column (ny_w, nx_w) and the flux per heightmap node (ny, nx), float32 m/s and
-    m^2/s. The transport wraps around the grid's edges as the flakes do, so the snow
-    volume stays in the grid; what leaves downwind comes back spread evenly across the
-    upwind edge (a flake comes back at a random crosswind place)."""
+    m^2/s. With ``upwind_fetch`` "wrap" the transport wraps around the grid's edges as the
+    flakes do, so the snow volume stays in the grid; what leaves downwind comes back spread
+    evenly across the upwind edge (a flake comes back at a random crosswind place). With an
+    open fetch the edges across the wind are open: snow blows in at the open snowfield's
+    transport (none from bare ground) and out downwind, booked in ``books``."""
 
     def __init__(self, settings, cover, grid, backend, relief: float):
         check_roughness(settings, grid.cell_size)
@@ -148,6 +150,14 @@ class SnowDrift:
         # the transport's wrap: the even inflow per node of the upwind and downwind edge
         # (m) and the GPU's scratch (kernels.reference.drift.wrap_buffer_size)
         self.wrap = xp.zeros(wrap_buffer_size(shape), xp.float32)
+        #: the upwind fetch (settings.upwind_fetch): the edges across the wind wrap, or are
+        #: open with snow blowing in from an open snowfield or from bare ground
+        self.boundary = {"open_snowfield": OPEN_SNOWFIELD, "bare_ground": BARE_GROUND,
+                         "wrap": WRAP}[settings.upwind_fetch]
+        #: float64 (2,): the snow (m of depth summed over nodes) the open edges let in and
+        #: out since the start; times the node area, m^3 (``boundary_volumes``)
+        self.books = xp.zeros(2, xp.float64)
+        self.time = 0.0
         relief = max(float(relief), float(cover.heightmap_grid.spacing))
         self.max_distance = np.float32(min(relief / SEPARATION_SLOPE,
                                            math.hypot(*grid.size[:2]),
@@ -194,6 +204,7 @@ class SnowDrift:
         heading at simulated ``time`` s (the heading tells lee eddies apart): what this
         step's blowing snow (``lift_arguments``) and transport (``step``) use."""
         speed, heading = base_wind(self.settings, time)
+        self.time = float(time)
         self.heading = (math.cos(math.radians(heading)), math.sin(math.radians(heading)))
         # the horseshoe vortex scales the approach flow's surface wind (the open fetch's,
         # the wind before gusts), not the stagnated air at the obstacle's face
@@ -226,12 +237,28 @@ class SnowDrift:
                          hm.spacing, c.has_surface, self.ustar_per_speed, self.threshold,
                          self.flux_scale, heading_x, heading_y, self.flux_x, self.flux_y,
                          c.height, c.snow_depth, self.bubble_top)
-        # what leaves downwind comes back spread across the upwind edge, as the flakes do
+        # wrap: what leaves downwind comes back spread across the upwind edge, as the flakes
+        # do; open: snow blows in at the open snowfield's transport and out downwind
         downwind_axis = 1 if abs(heading_x) >= abs(heading_y) else 0
         k.drift_transport(self.flux_x, self.flux_y, c.height, c.has_surface, c.snow_depth,
                           np.float32(dt / hm.spacing), c.threshold, c.spare_depth,
-                          downwind_axis, self.wrap)
+                          downwind_axis, self.wrap, self.boundary,
+                          self.inflow_limit(self.time + float(dt)), self.books)
         c.snow_depth, c.spare_depth = c.spare_depth, c.snow_depth
+
+    def inflow_limit(self, time: float) -> np.float32:
+        """m: the most snow an open edge's face lets in per step, a quarter of the open
+        snowfield's depth at simulated ``time`` s (the snowfall so far: open level ground
+        keeps it, since it gains from upwind what it loses downwind), as a pair's donor
+        gives at most a quarter of its snow (docs/drift.md, "Open inflow")."""
+        return np.float32(0.25 * float(self.settings.snowfall_rate) / 3600.0 * float(time))
+
+    def boundary_volumes(self) -> tuple[float, float]:
+        """(in, out) m^3: the snow the open edges let in and out since the start (0, 0 when
+        the edges wrap; a device read)."""
+        books = np.asarray(self.backend.to_host(self.books), dtype=np.float64)
+        area = self.cover.node_area
+        return float(books[0]) * area, float(books[1]) * area
 
     def friction_velocity(self) -> np.ndarray:
         """Host (ny, nx) u* (m/s) of the latest step's surface wind (for plots and tests)."""
@@ -251,7 +278,7 @@ class SnowDrift:
     def state_dict(self) -> dict:
         host = self.backend.to_host
         return {name: np.array(host(getattr(self, name)), copy=True)
-                for name in ("bubble_top", "scour")}
+                for name in ("bubble_top", "scour", "books")}
 
     def load_state_dict(self, state) -> None:
         """Restore ``state_dict``'s arrays (a state saved before the transport wrapped around
@@ -263,5 +290,11 @@ class SnowDrift:
                 raise SnowInputError("state", f"the drift state lacks '{name}' of the wind "
                                      "grid's columns", "a state saved by this version")
             columns[name] = value
+        # the open edges' books (a state saved before open inflow has none: nothing crossed)
+        books = np.asarray(state["books"]) if "books" in state else np.zeros(2, np.float64)
+        if books.shape != (2,) or books.dtype != np.float64:
+            raise SnowInputError("state", "the drift state's 'books' must be float64 (2,)",
+                                 "a state saved by this version")
         for name, value in columns.items():
             getattr(self, name)[...] = self.backend.asarray(value)
+        self.books[...] = self.backend.asarray(books)

@@ -4,11 +4,29 @@ Model, integrator, random streams and the GPU's spatial sort: docs/flakes_and_co
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..kernels.reference.flakes import COUNT_BITS
+from ..kernels.reference.flakes import BARE_GROUND, COUNT_BITS, OPEN_LIMIT, OPEN_SNOWFIELD, WRAP
 from .errors import SnowInputError, SnowMemoryError
 from .grid import HeightmapGrid, WindGrid
+from .wind import base_wind, peak_inflow_speed
+
+#: ``settings.upwind_fetch`` -> the kernels' ``inflow_mode``.
+INFLOW_MODES = {"open_snowfield": OPEN_SNOWFIELD, "bare_ground": BARE_GROUND, "wrap": WRAP}
+INFLOW_MARGIN = 0.25
+"""With an open upwind fetch, the flakes' landing targets reach this share of the longest
+way the wind carries a flake while it falls (the slowest flake in the strongest gust) beyond
+both ends of the domain along the wind: the spread of where flakes land around their
+targets (gusts, eddies, the slower air near the ground, the spawn layer's depth) then
+thins neither edge."""
+GRAIN_FETCH = 100.0
+"""m: with the drift on, the targets reach this much further upwind (at most the domain's
+length along the wind): flakes that land there, upwind of the terrain, are lifted and blow
+in as grains, the blowing snow an open snowfield carries (at 12-16 m/s the grains, with a
+Rouse number near 1, travel tens of metres: with the spread margin alone the first 20-60 m
+of the terrain held 0.45-0.9 of the snowfall, docs/drift.md "Open inflow")."""
 
 #: Per-flake state arrays (all 4 bytes per element), in the order the kernels take them.
 STATE_NAMES = ("pos_x", "pos_y", "pos_z", "vel_x", "vel_y", "vel_z", "phase", "respawn_count")
@@ -47,6 +65,9 @@ class FlakeSystem:
         self.flake_id = xp.arange(self.count, dtype=xp.uint32)
         self.in_id_order = True
         self.steps_since_sort = self.sort_interval  # sort before the next step, as initialize
+        self.inflow_mode = INFLOW_MODES[settings.upwind_fetch]
+        #: mean fall (m) from the spawn layer's middle to the surface nodes (initialize)
+        self.fall_height = 0.5 * grid.size[2]
         if self.sort_interval > 0:
             self.sort_keys = xp.zeros(self.count, dtype=xp.uint32)
             self.sort_scratch = xp.zeros(self.count, dtype=xp.uint32)
@@ -70,24 +91,57 @@ class FlakeSystem:
                 np.float32(g.cell_size), height, snow_depth, np.float32(h.x0), np.float32(h.y0),
                 np.float32(h.spacing))
 
+    def inflow_arguments(self, time: float) -> dict:
+        """Keyword arguments of the flakes' kernels for the upwind fetch at simulated
+        ``time`` s (kernels.reference.flakes.step_flakes): the mode, the wind before gusts
+        (m/s), the mean fall height (m) and the targets' margin (m)."""
+        if self.inflow_mode == WRAP:
+            return {}
+        speed, heading = base_wind(self.settings, time)
+        angle = math.radians(heading)
+        longest = self.fall_height * peak_inflow_speed(self.settings, time) / float(self.vt_min)
+        return {"inflow_mode": self.inflow_mode,
+                "inflow_x": np.float32(speed * math.cos(angle)),
+                "inflow_y": np.float32(speed * math.sin(angle)),
+                "fall_height": np.float32(self.fall_height),
+                "margin": np.float32(INFLOW_MARGIN * longest),
+                "upwind_margin": np.float32(self.grain_fetch(abs(math.cos(angle))
+                                                             >= abs(math.sin(angle))))}
+
+    def grain_fetch(self, along_x: bool) -> float:
+        """m the flakes' targets reach further upwind with the drift on (GRAIN_FETCH, at
+        most the domain's length along the wind's axis); 0 with the drift off."""
+        if not self.settings.drift_enabled:
+            return 0.0
+        length_x, length_y, _ = self.grid.size
+        return min(GRAIN_FETCH, length_x if along_x else length_y)
+
     def initialize(self, wind, height, snow_depth) -> None:
         """Place the flakes (counter 0): XY uniform, z uniform between the ground and the
-        top of the wind grid, velocity = local wind + (0, 0, -Vt)."""
+        top of the wind grid, velocity = local wind + (0, 0, -Vt); with an open upwind
+        fetch each as far upwind of its landing target as it drifts while it falls."""
         if not self.in_id_order:
             self.flake_id[...] = self.backend.xp.arange(self.count, dtype=self.backend.xp.uint32)
             self.in_id_order = True
+        if self.inflow_mode != WRAP:
+            heights = np.asarray(self.backend.to_host(height), dtype=np.float64)
+            ground = heights[heights > OPEN_LIMIT]
+            spawn = self.grid.top - 0.5 * self.grid.cell_size
+            mean = float(ground.mean()) if ground.size else self.grid.z0
+            self.fall_height = max(spawn - mean, 0.5 * self.grid.cell_size)
         self.kernels.initialize_flakes(self.flake_id, *self._state(),
                                        *self._common_arguments(wind, height, snow_depth),
                                        int(self.settings.seed), self.vt_min, self.vt_max,
-                                       np.float32(self.settings.spiral_radius))
+                                       np.float32(self.settings.spiral_radius),
+                                       **self.inflow_arguments(0.0))
         # id order is random in space: sort before the first step, not after SORT_INTERVAL
         # slow ones (100M flakes on an H100: 42 ms per step in id order, 4.2 ms sorted)
         self.steps_since_sort = self.sort_interval
 
     def step(self, wind, height, snow_depth, hit_counts, time, dt, lift=None) -> None:
         """Advance every flake by ``dt`` seconds; ground hits add 1 to int32 ``hit_counts``
-        (heightmap shape) at the nearest node. ``time`` is unused (the flakes do not depend
-        on it); it is part of the common step signature. ``lift``: keyword arguments for
+        (heightmap shape) at the nearest node. ``time`` (s) gives the wind before gusts that
+        an open upwind fetch's flakes spawn upwind by (``inflow_arguments``). ``lift``: keyword arguments for
         blowing snow (SnowDrift.lift_arguments), or None for none."""
         if self.sort_interval > 0 and self.steps_since_sort >= self.sort_interval:
             self.sort_by_cell()
@@ -96,7 +150,7 @@ class FlakeSystem:
                                  int(self.settings.seed), self.vt_min, self.vt_max,
                                  np.float32(self.settings.spiral_radius),
                                  np.float32(self.settings.gravity), np.float32(dt),
-                                 **(lift or {}))
+                                 **(lift or {}), **self.inflow_arguments(time))
         self.steps_since_sort += 1
 
     def sort_by_cell(self) -> None:

@@ -23,6 +23,8 @@ PRESSURE_SOLVERS = ("mgpcg", "sor5")
 ADVECTION_SCHEMES = ("maccormack", "semi_lagrangian")
 WIND_BOUNDARIES = ("cut_cells", "voxels")
 SNOW_TYPES = ("dry", "wet")
+#: What lies upwind of the terrain (``upwind_fetch``): docs/drift.md, "Open inflow".
+UPWIND_FETCHES = ("open_snowfield", "bare_ground", "wrap")
 
 
 def _wind_keys(keys) -> tuple:
@@ -147,6 +149,14 @@ class SnowSettings:
     flakes and mixes them into the lee of obstacles (1 = the log law's; 0 = the flakes
     follow the resolved wind alone). Part of the drift: it needs drift_enabled."""
 
+    upwind_fetch: str = "open_snowfield"
+    """What lies upwind of the terrain, which is a piece of a larger landscape:
+    "open_snowfield" (the default: the snowfall comes in with the wind from the sky upwind,
+    and blowing snow comes in across the upwind edge at the transport of an open snowfield
+    at that wind; what blows off downwind leaves), "bare_ground" (the same snowfall, no
+    blowing snow comes in) or "wrap" (the terrain repeats along the wind: what leaves
+    downwind comes back upwind; the engine before open inflow). docs/drift.md."""
+
     # --- stepping --------------------------------------------------------------------
     time_step: float = 1.0 / 24.0
     """Seconds per simulation step (a Blender frame maps to a whole number of steps)."""
@@ -250,6 +260,9 @@ class SnowSettings:
         finite("drift_strength", 1.0, 0.0, 1000.0)
         finite("roughness_length", 5e-4, 0.0, low_open=True)
         finite("turbulence", 1.0, 0.0, 100.0)
+        if not isinstance(self.upwind_fetch, str) or self.upwind_fetch not in UPWIND_FETCHES:
+            raise SnowInputError("upwind_fetch", f"unknown upwind fetch {self.upwind_fetch!r}",
+                                 " or ".join(repr(f) for f in UPWIND_FETCHES))
         finite("time_step", 1.0 / 24.0, 0.0, 10.0, low_open=True)
         finite("gravity", GRAVITY, 0.0, low_open=True)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (0 <= self.seed < 2**32):

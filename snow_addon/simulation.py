@@ -48,11 +48,21 @@ class StepDiagnostics:
     wind: WindStepInfo | None
     hits: int = 0
     deposited_volume: float = 0.0
+    """m^3 of snow brought onto the terrain since the start: snowfall_volume +
+    inflow_volume - outflow_volume."""
     snow_volume: float = 0.0
-    """m^3 of snow on the ground; the books balance as deposited_volume == snow_volume (the
-    drift wraps around the grid's edges, as the flakes do)."""
+    """m^3 of snow on the ground; the books balance as deposited_volume == snow_volume (to
+    float32 rounding)."""
     grains_aloft: int = 0
     """Flakes blowing about as grains of blowing snow after the step (drift on)."""
+    snowfall_volume: float = 0.0
+    """m^3 of snowfall landed since the start (settings.snowfall_rate over the terrain)."""
+    inflow_volume: float = 0.0
+    """m^3 of drifting snow blown in across the open upwind edge since the start (0 with
+    upwind_fetch "wrap" or "bare_ground", or the drift off)."""
+    outflow_volume: float = 0.0
+    """m^3 of drifting snow blown out across the open edges since the start (0 with
+    upwind_fetch "wrap", or the drift off)."""
 
 
 @dataclass
@@ -274,8 +284,11 @@ class Simulation:
         grains = 0
         if self.drift is not None and self.step_index > 0:
             grains = int(self.backend.to_host(self.cover.spare_grain_count)[0])
+        snowfall = self.cover.deposited_volume()
+        inflow, outflow = (0.0, 0.0) if self.drift is None else self.drift.boundary_volumes()
         return StepDiagnostics(self.step_index, self.time, self._last_wind, hits,
-                               self.cover.deposited_volume(), self.cover.snow_volume(), grains)
+                               snowfall + inflow - outflow, self.cover.snow_volume(), grains,
+                               snowfall, inflow, outflow)
 
     @property
     def stage_seconds(self) -> dict:

@@ -8,7 +8,8 @@ from numba import prange
 
 from .sampling import sample_bilinear
 # One home for the constants: the reference build defines them.
-from ..reference.drift import GRID_STEP_FROM, NO_SURFACE, WAKE_SAMPLES, WRAP_THREADS
+from ..reference.drift import (BARE_GROUND, GRID_STEP_FROM, NO_SURFACE, OPEN_SNOWFIELD,
+                               WAKE_SAMPLES, WRAP_THREADS)
 
 F32 = np.float32
 
@@ -199,9 +200,48 @@ def _wrap_tail(snow_out, has_surface, face, downwind_axis, wrap):
                 snow_out[ny - 1, n] = np.float32(snow_out[ny - 1, n] + last)
 
 
+@numba.njit(inline="always", cache=True)
+def _boundary_face(q, snow, surface, courant, inflow_limit, first):
+    """See kernels.reference.drift._boundary_faces (one node; ``first``: the face before
+    the first node, else the one after the last)."""
+    if not surface:
+        return np.float32(0.0)
+    amount = np.float32(abs(q) * courant)
+    if first:
+        if q > 0:
+            return min(amount, inflow_limit)
+        return -min(amount, np.float32(np.float32(0.25) * snow))
+    if q > 0:
+        return min(amount, np.float32(np.float32(0.25) * snow))
+    return -min(amount, inflow_limit)
+
+
+@numba.njit(cache=True, nogil=True)
+def _boundary_books(first, last, books):
+    """See kernels.reference.drift._boundary_books (the edge_sum order), added to books."""
+    size = first.size
+    zero = np.float32(0.0)
+    into = np.zeros(WRAP_THREADS, np.float32)
+    out = np.zeros(WRAP_THREADS, np.float32)
+    for thread in range(WRAP_THREADS):
+        for n in range(thread, size, WRAP_THREADS):
+            a, b = first[n], last[n]
+            into[thread] = np.float32(into[thread] + np.float32(max(a, zero) + max(-b, zero)))
+            out[thread] = np.float32(out[thread] + np.float32(max(-a, zero) + max(b, zero)))
+    width = WRAP_THREADS
+    while width > 1:
+        width //= 2
+        for thread in range(width):
+            into[thread] = np.float32(into[thread] + into[thread + width])
+            out[thread] = np.float32(out[thread] + out[thread + width])
+    books[0] = books[0] + np.float64(into[0])
+    books[1] = books[1] + np.float64(out[0])
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def _drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
-                     snow_out, downwind_axis, face):
+                     snow_out, downwind_axis, face, opened, inflow_limit, first_face,
+                     last_face):
     ny, nx = snow_depth.shape
     zero = np.float32(0.0)
     c = np.float32(courant)
@@ -214,24 +254,42 @@ def _drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, m
             w, e = (i - 1) % nx, (i + 1) % nx
             south, north = (j - 1) % ny, (j + 1) % ny
             d, h, a = snow_depth, height, has_surface
-            left = _between(flux_x, d, h, a, j, w, j, i, c, r)
-            down = _between(flux_y, d, h, a, south, i, j, i, c, r)
+            if opened and downwind_axis == 1 and i == 0:
+                left = _boundary_face(flux_x[j, i], s, a[j, i], c, inflow_limit, True)
+                first_face[j] = left
+            else:
+                left = _between(flux_x, d, h, a, j, w, j, i, c, r)
+            if opened and downwind_axis == 0 and j == 0:
+                down = _boundary_face(flux_y[j, i], s, a[j, i], c, inflow_limit, True)
+                first_face[i] = down
+            else:
+                down = _between(flux_y, d, h, a, south, i, j, i, c, r)
+            if opened and downwind_axis == 1 and i == nx - 1:
+                right = _boundary_face(flux_x[j, i], s, a[j, i], c, inflow_limit, False)
+                last_face[j] = right
+            else:
+                right = _between(flux_x, d, h, a, j, i, j, e, c, r)
+            if opened and downwind_axis == 0 and j == ny - 1:
+                up = _boundary_face(flux_y[j, i], s, a[j, i], c, inflow_limit, False)
+                last_face[i] = up
+            else:
+                up = _between(flux_y, d, h, a, j, i, north, i, c, r)
             # the downwind wrap's faces go to the tail, which shares them across the edge
-            if downwind_axis == 1 and i == 0:
+            if not opened and downwind_axis == 1 and i == 0:
                 face[j] = left
-            elif downwind_axis == 0 and j == 0:
+            elif not opened and downwind_axis == 0 and j == 0:
                 face[i] = down
             if not has_surface[j, i]:
                 snow_out[j, i] = s
                 continue
-            right = _between(flux_x, d, h, a, j, i, j, e, c, r)
-            up = _between(flux_y, d, h, a, j, i, north, i, c, r)
             outflow = np.float32(max(-left, zero) + max(right, zero))
             outflow = np.float32(outflow + max(-down, zero))
             outflow = np.float32(outflow + max(up, zero))
             gain_left, gain_right = max(left, zero), max(-right, zero)
             gain_down, gain_up = max(down, zero), max(-up, zero)
-            if downwind_axis == 1:
+            if opened:
+                pass                       # the open faces carry their own inflow
+            elif downwind_axis == 1:
                 if i == 0:
                     gain_left = zero
                 if i == nx - 1:
@@ -248,15 +306,22 @@ def _drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, m
 
 
 def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
-                    snow_out, downwind_axis=-1, wrap=None):
+                    snow_out, downwind_axis=-1, wrap=None, boundary=0, inflow_limit=0.0,
+                    books=None):
     """One pairwise transport step into snow_out; the grid wraps around, the downwind
-    edges' inflow spread evenly with ``downwind_axis`` 0 or 1 (see the reference)."""
+    edges' inflow spread evenly with ``downwind_axis`` 0 or 1, or those edges open with
+    ``boundary`` OPEN_SNOWFIELD or BARE_GROUND (see the reference)."""
     axis = int(downwind_axis) if int(downwind_axis) in (0, 1) else -1
+    opened = axis >= 0 and int(boundary) in (OPEN_SNOWFIELD, BARE_GROUND)
+    limit = np.float32(inflow_limit) if int(boundary) == OPEN_SNOWFIELD else np.float32(0.0)
     ny, nx = snow_depth.shape
     face = np.zeros(ny if axis == 1 else nx, np.float32)
+    first, last = np.zeros_like(face), np.zeros_like(face)
     _drift_transport(flux_x, flux_y, height, has_surface, snow_depth, np.float32(courant),
-                     np.float32(max_rise), snow_out, axis, face)
-    if axis >= 0:
+                     np.float32(max_rise), snow_out, axis, face, opened, limit, first, last)
+    if opened:
+        _boundary_books(first, last, books)
+    elif axis >= 0:
         _wrap_tail(snow_out, has_surface, face, axis, wrap)
 
 

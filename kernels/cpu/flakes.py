@@ -13,7 +13,8 @@ from ..reference.flakes import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, OMEGA_MAX
                                 OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
                                 STREAM_EDDY_Z, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
                                 STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS, STREAM_REENTRY,
-                                STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI)
+                                STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI,
+                                OPEN_SNOWFIELD, BARE_GROUND)
 
 
 @numba.njit(inline="always", cache=True)
@@ -57,25 +58,76 @@ def _wrap(coordinate, origin, length):
     return wrapped
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@numba.njit(inline="always", cache=True)
+def _target_xy(seed, fid, counter, x0, y0, length_x, length_y, along_x, ahead, margin,
+               upwind_margin):
+    """See kernels.reference.flakes._target_xy (one flake; ``ahead`` the inflow along the
+    axis)."""
+    rx = random_uniform(seed, fid, counter, STREAM_X)
+    ry = random_uniform(seed, fid, counter, STREAM_Y)
+    zero = np.float32(0.0)
+    before = np.float32(margin + (upwind_margin if ahead > zero else zero))
+    after = np.float32(margin + (upwind_margin if ahead < zero else zero))
+    if along_x:
+        low = np.float32(x0 - before)
+        span = np.float32(length_x + np.float32(before + after))
+        return np.float32(low + np.float32(rx * span)), np.float32(y0 + np.float32(ry * length_y))
+    low = np.float32(y0 - before)
+    span = np.float32(length_y + np.float32(before + after))
+    return np.float32(x0 + np.float32(rx * length_x)), np.float32(low + np.float32(ry * span))
+
+
+@numba.njit(inline="always", cache=True)
+def _upwind_of(x, y, fall, vt, x0, y0, length_x, length_y, inflow_x, inflow_y, along_x):
+    """See kernels.reference.flakes._upwind_of (one flake)."""
+    dx = np.float32(np.float32(fall * inflow_x) / vt)
+    dy = np.float32(np.float32(fall * inflow_y) / vt)
+    x = np.float32(x - dx)
+    y = np.float32(y - dy)
+    if along_x:
+        return x, _wrap(y, y0, length_y)
+    return _wrap(x, x0, length_x), y
+
+
 def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                       u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                      seed, vt_min, vt_max, spiral_radius):
+                      seed, vt_min, vt_max, spiral_radius, inflow_mode=0, inflow_x=0.0,
+                      inflow_y=0.0, fall_height=0.0, margin=0.0, upwind_margin=0.0):
     """See kernels.reference.flakes.initialize_flakes."""
+    _initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
+                       respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
+                       hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius,
+                       int(inflow_mode) in (OPEN_SNOWFIELD, BARE_GROUND), np.float32(inflow_x),
+                       np.float32(inflow_y), np.float32(margin), np.float32(upwind_margin))
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+                      u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+                      seed, vt_min, vt_max, spiral_radius, opened, inflow_x, inflow_y, margin,
+                       upwind_margin):
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     h = np.float32(cell_size)
     x0, y0, z0 = np.float32(wx0), np.float32(wy0), np.float32(wz0)
     length_x, length_y = np.float32(np.float32(nx) * h), np.float32(np.float32(ny) * h)
     top = np.float32(z0 + np.float32(nz) * h)
+    along_x = abs(inflow_x) >= abs(inflow_y)
     for n in numba.prange(flake_id.size):
         fid = flake_id[n]
         vt, _radius, _omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
-        x = np.float32(x0 + random_uniform(seed, fid, 0, STREAM_X) * length_x)
-        y = np.float32(y0 + random_uniform(seed, fid, 0, STREAM_Y) * length_y)
+        if opened:
+            x, y = _target_xy(seed, fid, 0, x0, y0, length_x, length_y, along_x,
+                              inflow_x if along_x else inflow_y, margin, upwind_margin)
+        else:
+            x = np.float32(x0 + random_uniform(seed, fid, 0, STREAM_X) * length_x)
+            y = np.float32(y0 + random_uniform(seed, fid, 0, STREAM_Y) * length_y)
         ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
         low = np.float32(max(ground, z0) + SPAWN_MARGIN * h)
         low = min(low, np.float32(top - h))
         z = np.float32(low + random_uniform(seed, fid, 0, STREAM_Z) * np.float32(top - low))
+        if opened:
+            x, y = _upwind_of(x, y, np.float32(z - low), vt, x0, y0, length_x, length_y,
+                              inflow_x, inflow_y, along_x)
         wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
         pos_x[n], pos_y[n], pos_z[n] = x, y, z
         vel_x[n], vel_y[n], vel_z[n] = wind_x, wind_y, np.float32(wind_z - vt)
@@ -159,7 +211,9 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                 bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None, eddy_floor=0.0):
+                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
+                inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+                upwind_margin=0.0):
     """See kernels.reference.flakes.step_flakes. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
@@ -178,7 +232,9 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                  np.uint32(step_index), shelter, bubble_top, np.float32(eddy_scale),
                  np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                  np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count,
-                 reentry, np.float32(eddy_floor))
+                 reentry, np.float32(eddy_floor), int(inflow_mode), np.float32(inflow_x),
+                 np.float32(inflow_y), np.float32(fall_height), np.float32(margin),
+                 np.float32(upwind_margin))
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -187,7 +243,8 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                  hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
                  surface_x, surface_y, ustar_per_speed, threshold, heading_x, heading_y,
                  lift_strength, step_index, shelter, bubble_top, eddy_scale, mixing_height,
-                 eddy_steps, grain_speed, grain_count, reentry, eddy_floor):
+                 eddy_steps, grain_speed, grain_count, reentry, eddy_floor, inflow_mode,
+                 inflow_x, inflow_y, fall_height, margin, upwind_margin):
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = np.float32(cell_size)
@@ -202,6 +259,9 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
     bx, by = np.float32(x0 + np.float32(half * h)), np.float32(y0 + np.float32(half * h))
     grains = grain_speed > np.float32(0.0)
     along_x = abs(heading_x) >= abs(heading_y)       # the wind's axis: where a flake re-enters
+    opened = inflow_mode == OPEN_SNOWFIELD or inflow_mode == BARE_GROUND
+    open_x = abs(inflow_x) >= abs(inflow_y)          # with an open fetch: its axis
+    ahead = inflow_x if open_x else inflow_y
     count = flake_id.size
     hit_nodes = np.empty(count, np.int64)
     hits_in_chunk = np.zeros(chunks, np.int64)
@@ -258,9 +318,32 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
             new_phase = np.float32(new_phase - TWO_PI * np.float32(math.floor(new_phase / TWO_PI)))
             out_x = not (x >= x0 and x < np.float32(x0 + length_x))
             out_y = not (y >= y0 and y < np.float32(y0 + length_y))
-            x = _wrap(x, x0, length_x)
-            y = _wrap(y, y0, length_y)
-            if reentry and ((out_x and along_x) or (out_y and not along_x)):
+            outside = False
+            beyond = False
+            if opened:
+                if open_x:
+                    y = _wrap(y, y0, length_y)
+                    outside = out_x
+                    if ahead > np.float32(0.0):
+                        past = x >= np.float32(x0 + length_x)
+                    elif ahead < np.float32(0.0):
+                        past = x < x0
+                    else:
+                        past = True
+                else:
+                    x = _wrap(x, x0, length_x)
+                    outside = out_y
+                    if ahead > np.float32(0.0):
+                        past = y >= np.float32(y0 + length_y)
+                    elif ahead < np.float32(0.0):
+                        past = y < y0
+                    else:
+                        past = True
+                beyond = outside and past
+            else:
+                x = _wrap(x, x0, length_x)
+                y = _wrap(y, y0, length_y)
+            if reentry and not opened and ((out_x and along_x) or (out_y and not along_x)):
                 draw = random_uniform(seed, fid, step_index, STREAM_REENTRY)
                 if along_x:
                     y = np.float32(y0 + np.float32(draw * length_y))
@@ -280,7 +363,8 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                     if np.float32(height[oj, oi] + snow_depth[oj, oi]) < surface:
                         ni, nj = oi, oj
             if hit and lift_strength > np.float32(0.0) and not (
-                    shelter and ground < sample_bilinear(bubble_top, bx, by, h, x, y)):
+                    shelter and ground < sample_bilinear(bubble_top, bx, by, h, x, y)) and not (
+                    outside and inflow_mode == BARE_GROUND):
                 share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y,
                                    ustar_per_speed, threshold, heading_x, heading_y,
                                    lift_strength)
@@ -291,13 +375,19 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
                     nvx, nvy, nvz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
                     if grains:
                         respawn_count[n] = np.uint32(respawn_count[n] | BLOWING)
-            if hit:
+            if hit and not outside:
                 hit_nodes[begin + found] = nj * hnx + ni
                 found += 1
-            if hit or z < z0:
+            if hit or z < z0 or beyond:
                 counter = np.uint32(np.uint32(respawn_count[n] & COUNT_BITS) + np.uint32(1))
-                x = np.float32(x0 + random_uniform(seed, fid, counter, STREAM_X) * length_x)
-                y = np.float32(y0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y)
+                if opened:
+                    x, y = _target_xy(seed, fid, counter, x0, y0, length_x, length_y, open_x,
+                                      ahead, margin, upwind_margin)
+                    x, y = _upwind_of(x, y, fall_height, vt, x0, y0, length_x, length_y,
+                                      inflow_x, inflow_y, open_x)
+                else:
+                    x = np.float32(x0 + random_uniform(seed, fid, counter, STREAM_X) * length_x)
+                    y = np.float32(y0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y)
                 z = np.float32(np.float32(top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h)
                 wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
                 nvx, nvy, nvz = wind_x, wind_y, np.float32(wind_z - vt)

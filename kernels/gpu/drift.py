@@ -2,7 +2,8 @@
 kernels.reference.drift); one launch per function."""
 import numpy as np
 
-from ..reference.drift import GRID_STEP_FROM, NO_SURFACE, WAKE_SAMPLES, WRAP_THREADS
+from ..reference.drift import (BARE_GROUND, GRID_STEP_FROM, NO_SURFACE, OPEN_SNOWFIELD,
+                               WAKE_SAMPLES, WRAP_THREADS)
 from .common import LAUNCH_BLOCK, blocks, get_kernel
 
 SOURCE = r"""
@@ -131,13 +132,28 @@ __device__ __forceinline__ float pair(float q_low, float q_high, float snow_low,
 // transfer to wrap[3 + n], and the last block to finish (wrap[2], a uint32 count of
 // finished blocks, 0 between launches) sums them in the reference's edge_sum order,
 // writes the shares to wrap[0], wrap[1] and adds them to the edges' surface nodes.
+// the open face before the first (first) or after the last node of a line along the
+// downwind axis (reference _boundary_faces)
+__device__ __forceinline__ float boundary_face(float q, float s, bool surface, float c,
+                                               float inflow_limit, bool first) {
+    if (!surface) return 0.0f;
+    float amount = fabsf(q) * c;
+    if (first) return q > 0.0f ? fminf(amount, inflow_limit) : -fminf(amount, 0.25f * s);
+    return q > 0.0f ? fminf(amount, 0.25f * s) : -fminf(amount, inflow_limit);
+}
+
+// With opened (an open upwind fetch) the edges across downwind_axis are open faces
+// instead of a wrap: the threads of the edge nodes write them to wrap[3 + n] (first edge)
+// and wrap[3 + size + n] (last edge), and the last block sums what they carried in and
+// out (the reference's edge_sum order) into books[0], books[1] (double).
 extern "C" __global__ void drift_transport(const float* __restrict__ flux_x,
                                            const float* __restrict__ flux_y,
                                            const float* __restrict__ height,
                                            const bool* __restrict__ has_surface,
                                            const float* __restrict__ snow, float c, float r,
                                            float* snow_out, int nx, int ny,
-                                           int downwind_axis, float* wrap) {
+                                           int downwind_axis, float* wrap, int opened,
+                                           float inflow_limit, double* books) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t < nx * ny) {
         int i = t % nx, j = t / nx;
@@ -148,21 +164,38 @@ extern "C" __global__ void drift_transport(const float* __restrict__ flux_x,
         int south = (j == 0 ? ny - 1 : j - 1) * nx + i, north = (j == ny - 1 ? 0 : j + 1) * nx + i;
         bool open = has_surface[t];
         float left = 0.0f, right = 0.0f, down = 0.0f, up = 0.0f;
-        if (open && has_surface[w]) left = pair(flux_x[w], flux_x[t], snow[w], s, height[w] + snow[w], here, c, r);
-        if (open && has_surface[south]) down = pair(flux_y[south], flux_y[t], snow[south], s, height[south] + snow[south], here, c, r);
-        if (downwind_axis == 1 && i == 0) wrap[3 + j] = left;
-        else if (downwind_axis == 0 && j == 0) wrap[3 + i] = down;
+        int size = downwind_axis == 1 ? ny : nx;
+        if (opened && downwind_axis == 1 && i == 0) {
+            left = boundary_face(flux_x[t], s, open, c, inflow_limit, true);
+            wrap[3 + j] = left;
+        } else if (open && has_surface[w]) left = pair(flux_x[w], flux_x[t], snow[w], s, height[w] + snow[w], here, c, r);
+        if (opened && downwind_axis == 0 && j == 0) {
+            down = boundary_face(flux_y[t], s, open, c, inflow_limit, true);
+            wrap[3 + i] = down;
+        } else if (open && has_surface[south]) down = pair(flux_y[south], flux_y[t], snow[south], s, height[south] + snow[south], here, c, r);
+        if (opened && downwind_axis == 1 && i == nx - 1) {
+            right = boundary_face(flux_x[t], s, open, c, inflow_limit, false);
+            wrap[3 + size + j] = right;
+        }
+        if (opened && downwind_axis == 0 && j == ny - 1) {
+            up = boundary_face(flux_y[t], s, open, c, inflow_limit, false);
+            wrap[3 + size + i] = up;
+        }
+        if (!opened && downwind_axis == 1 && i == 0) wrap[3 + j] = left;
+        else if (!opened && downwind_axis == 0 && j == 0) wrap[3 + i] = down;
         if (!open) {
             snow_out[t] = s;
         } else {
-            if (has_surface[e]) right = pair(flux_x[t], flux_x[e], s, snow[e], here, height[e] + snow[e], c, r);
-            if (has_surface[north]) up = pair(flux_y[t], flux_y[north], s, snow[north], here, height[north] + snow[north], c, r);
+            if (!(opened && downwind_axis == 1 && i == nx - 1) && has_surface[e]) right = pair(flux_x[t], flux_x[e], s, snow[e], here, height[e] + snow[e], c, r);
+            if (!(opened && downwind_axis == 0 && j == ny - 1) && has_surface[north]) up = pair(flux_y[t], flux_y[north], s, snow[north], here, height[north] + snow[north], c, r);
             float outflow = fmaxf(-left, 0.0f) + fmaxf(right, 0.0f);
             outflow = outflow + fmaxf(-down, 0.0f);
             outflow = outflow + fmaxf(up, 0.0f);
             float gain_left = fmaxf(left, 0.0f), gain_right = fmaxf(-right, 0.0f);
             float gain_down = fmaxf(down, 0.0f), gain_up = fmaxf(-up, 0.0f);
-            if (downwind_axis == 1) {
+            if (opened) {
+                // the open faces carry their own inflow
+            } else if (downwind_axis == 1) {
                 if (i == 0) gain_left = 0.0f;
                 if (i == nx - 1) gain_right = 0.0f;
             } else if (downwind_axis == 0) {
@@ -193,6 +226,30 @@ extern "C" __global__ void drift_transport(const float* __restrict__ flux_x,
     if (!last_block) return;
     int thread = threadIdx.x;
     int size = downwind_axis == 1 ? ny : nx;
+    if (opened) {
+        float into = 0.0f, out = 0.0f;
+        for (int n = thread; n < size; n += WRAP_THREADS) {
+            float a = __ldcg(wrap + 3 + n), b = __ldcg(wrap + 3 + size + n);
+            into = into + (fmaxf(a, 0.0f) + fmaxf(-b, 0.0f));
+            out = out + (fmaxf(-a, 0.0f) + fmaxf(b, 0.0f));
+        }
+        forward[thread] = into;
+        backward[thread] = out;
+        __syncthreads();
+        for (int width = WRAP_THREADS / 2; width >= 1; width /= 2) {
+            if (thread < width) {
+                forward[thread] = forward[thread] + forward[thread + width];
+                backward[thread] = backward[thread] + backward[thread + width];
+            }
+            __syncthreads();
+        }
+        if (thread == 0) {
+            books[0] = books[0] + (double)forward[0];
+            books[1] = books[1] + (double)backward[0];
+            *finished = 0u;       // ready for the next launch
+        }
+        return;
+    }
     float f = 0.0f, b = 0.0f;
     int lows = 0, highs = 0;
     for (int n = thread; n < size; n += WRAP_THREADS) {
@@ -423,18 +480,38 @@ def saltation_flux(wind_x, wind_y, column_x0, column_y0, cell_size, hx0, hy0, sp
 
 
 def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
-                    snow_out, downwind_axis=-1, wrap=None):
+                    snow_out, downwind_axis=-1, wrap=None, boundary=0, inflow_limit=0.0,
+                    books=None):
     """One pairwise transport step into snow_out; the grid wraps around, the downwind
-    edges' inflow spread evenly with ``downwind_axis`` 0 or 1, in the same launch (see the
-    reference; ``wrap`` of ``wrap_buffer_size``, its count of finished blocks 0)."""
+    edges' inflow spread evenly with ``downwind_axis`` 0 or 1, in the same launch, or those
+    edges open with ``boundary`` OPEN_SNOWFIELD or BARE_GROUND, their inflow and outflow
+    added to ``books`` (float64 (2,)) in the same launch (see the reference; ``wrap`` of
+    ``wrap_buffer_size``, its count of finished blocks 0)."""
     ny, nx = snow_depth.shape
     axis = int(downwind_axis) if int(downwind_axis) in (0, 1) else -1
+    opened = axis >= 0 and int(boundary) in (OPEN_SNOWFIELD, BARE_GROUND)
+    limit = np.float32(inflow_limit) if int(boundary) == OPEN_SNOWFIELD else np.float32(0.0)
     if axis < 0:
         wrap = snow_depth          # not read
+    if not opened:
+        books = _NO_BOOKS()        # not read
     # the last block's tail takes one thread per partial sum
     _kernel("drift_transport")(((nx * ny + WRAP_THREADS - 1) // WRAP_THREADS,), (WRAP_THREADS,), (
         flux_x, flux_y, height, has_surface, snow_depth, np.float32(courant),
-        np.float32(max_rise), snow_out, np.int32(nx), np.int32(ny), np.int32(axis), wrap))
+        np.float32(max_rise), snow_out, np.int32(nx), np.int32(ny), np.int32(axis), wrap,
+        np.int32(opened), limit, books))
+
+
+_no_books = []
+
+
+def _NO_BOOKS():
+    """A float64 (2,) stand-in for ``books`` when the edges wrap (never read)."""
+    if not _no_books:
+        import cupy
+
+        _no_books.append(cupy.zeros(2, dtype=cupy.float64))
+    return _no_books[0]
 
 
 def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, cell_size,

@@ -10,6 +10,7 @@ import functools
 
 import numpy as np
 
+from ..reference.flakes import BARE_GROUND, OPEN_SNOWFIELD
 from .common import compile_module
 
 
@@ -35,6 +36,8 @@ _SOURCE_TEMPLATE = r"""
 #define BLOWING 0x80000000u
 #define COUNT_BITS 0x7FFFFFFFu
 #define SQRT3 """ + _f(np.sqrt(3.0)) + r"""
+#define OPEN_SNOWFIELD """ + str(OPEN_SNOWFIELD) + r"""
+#define BARE_GROUND """ + str(BARE_GROUND) + r"""
 
 __device__ __forceinline__ void flake_constants(unsigned int seed, unsigned int fid, float vt_min,
         float vt_max, float spiral_radius, float &vt, float &radius, float &omega) {
@@ -125,6 +128,35 @@ __device__ __forceinline__ float wrap_coordinate(float c, float origin, float le
     return wrapped;
 }
 
+// the landing target of a (re)spawned flake with an open fetch (reference _target_xy)
+__device__ __forceinline__ float2 target_xy(unsigned int seed, unsigned int fid,
+        unsigned int counter, float x0, float y0, float length_x, float length_y, bool along_x,
+        float ahead, float margin, float upwind_margin) {
+    float rx = random_uniform(seed, fid, counter, 4u);
+    float ry = random_uniform(seed, fid, counter, 5u);
+    float before = margin + (ahead > 0.0f ? upwind_margin : 0.0f);
+    float after = margin + (ahead < 0.0f ? upwind_margin : 0.0f);
+    if (along_x) {
+        float low = x0 - before;
+        float span = length_x + (before + after);
+        return make_float2(low + rx * span, y0 + ry * length_y);
+    }
+    float low = y0 - before;
+    float span = length_y + (before + after);
+    return make_float2(x0 + rx * length_x, low + ry * span);
+}
+
+// (x, y) moved upwind by fall * inflow / vt, the crosswind coordinate wrapped (_upwind_of)
+__device__ __forceinline__ float2 upwind_of(float x, float y, float fall, float vt, float x0,
+        float y0, float length_x, float length_y, float inflow_x, float inflow_y, bool along_x) {
+    float dx = (fall * inflow_x) / vt;
+    float dy = (fall * inflow_y) / vt;
+    x = x - dx;
+    y = y - dy;
+    if (along_x) return make_float2(x, wrap_coordinate(y, y0, length_y));
+    return make_float2(wrap_coordinate(x, x0, length_x), y);
+}
+
 extern "C" __global__ void initialize_flakes(
         const unsigned int* __restrict__ flake_id, float* pos_x, float* pos_y, float* pos_z,
         float* vel_x, float* vel_y, float* vel_z, float* phase, unsigned int* respawn_count,
@@ -132,19 +164,33 @@ extern "C" __global__ void initialize_flakes(
         int nx, int ny, int nz, float wx0, float wy0, float wz0, float h,
         const float* __restrict__ height, const float* __restrict__ snow, int hnx, int hny,
         float hx0, float hy0, float spacing, unsigned int seed, float vt_min, float vt_max,
-        float spiral_radius, int count) {
+        float spiral_radius, int opened, float inflow_x, float inflow_y, float margin,
+        float upwind_margin, int count) {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= count) return;
     unsigned int fid = flake_id[n];
     float vt, radius, omega;
     flake_constants(seed, fid, vt_min, vt_max, spiral_radius, vt, radius, omega);
     float length_x = (float)nx * h, length_y = (float)ny * h, top = wz0 + (float)nz * h;
-    float x = wx0 + random_uniform(seed, fid, 0u, 4u) * length_x;
-    float y = wy0 + random_uniform(seed, fid, 0u, 5u) * length_y;
+    bool along_x = fabsf(inflow_x) >= fabsf(inflow_y);
+    float x, y;
+    if (opened) {
+        float2 target = target_xy(seed, fid, 0u, wx0, wy0, length_x, length_y, along_x,
+                                  along_x ? inflow_x : inflow_y, margin, upwind_margin);
+        x = target.x; y = target.y;
+    } else {
+        x = wx0 + random_uniform(seed, fid, 0u, 4u) * length_x;
+        y = wy0 + random_uniform(seed, fid, 0u, 5u) * length_y;
+    }
     float ground = ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
     float low = fmaxf(ground, wz0) + SPAWN_MARGIN * h;
     low = fminf(low, top - h);
     float z = low + random_uniform(seed, fid, 0u, 6u) * (top - low);
+    if (opened) {
+        float2 start = upwind_of(x, y, z - low, vt, wx0, wy0, length_x, length_y, inflow_x,
+                                 inflow_y, along_x);
+        x = start.x; y = start.y;
+    }
     float3 wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
     pos_x[n] = x; pos_y[n] = y; pos_z[n] = z;
     vel_x[n] = wind.x; vel_y[n] = wind.y; vel_z[n] = wind.z - vt;
@@ -167,7 +213,8 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         float lift_strength, unsigned int step_index, int shelter,
         const float* __restrict__ bubble_top, float eddy_scale, float mixing_height,
         unsigned int eddy_steps, float grain_speed, int* __restrict__ grain_count,
-        int count_grains, int reentry, float eddy_floor, int count) {
+        int count_grains, int reentry, float eddy_floor, int inflow_mode, float inflow_x,
+        float inflow_y, float fall_height, float margin, float upwind_margin, int count) {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= count) return;
     unsigned int fid = __ldg(flake_id + n);
@@ -215,11 +262,30 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     new_phase = new_phase - TWO_PI * floorf(new_phase / TWO_PI);
     float length_x = (float)nx * h, length_y = (float)ny * h;
     bool out_x = !(x >= wx0 && x < wx0 + length_x), out_y = !(y >= wy0 && y < wy0 + length_y);
-    x = wrap_coordinate(x, wx0, length_x);
-    y = wrap_coordinate(y, wy0, length_y);
+    bool opened = inflow_mode == OPEN_SNOWFIELD || inflow_mode == BARE_GROUND;
+    bool open_x = fabsf(inflow_x) >= fabsf(inflow_y);
+    bool outside = false, beyond = false;
+    if (opened) {
+        // open along the wind's axis: no wrap there; a flake downwind of the domain is done
+        float ahead = open_x ? inflow_x : inflow_y;
+        bool past;
+        if (open_x) {
+            y = wrap_coordinate(y, wy0, length_y);
+            outside = out_x;
+            past = ahead > 0.0f ? x >= wx0 + length_x : (ahead < 0.0f ? x < wx0 : true);
+        } else {
+            x = wrap_coordinate(x, wx0, length_x);
+            outside = out_y;
+            past = ahead > 0.0f ? y >= wy0 + length_y : (ahead < 0.0f ? y < wy0 : true);
+        }
+        beyond = outside && past;
+    } else {
+        x = wrap_coordinate(x, wx0, length_x);
+        y = wrap_coordinate(y, wy0, length_y);
+    }
     // a flake that leaves downwind comes back upwind at a random crosswind place
     bool along_x = fabsf(heading_x) >= fabsf(heading_y);
-    if (reentry && ((out_x && along_x) || (out_y && !along_x))) {
+    if (reentry && !opened && ((out_x && along_x) || (out_y && !along_x))) {
         float draw = random_uniform(seed, fid, step_index, 13u);
         if (along_x) y = wy0 + draw * length_y;
         else x = wx0 + draw * length_x;
@@ -242,7 +308,8 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         }
     }
     if (hit && lift_strength > 0.0f
-            && !(shelter && ground < sample_bilinear(bubble_top, nx, ny, bx, by, h, x, y))) {
+            && !(shelter && ground < sample_bilinear(bubble_top, nx, ny, bx, by, h, x, y))
+            && !(outside && inflow_mode == BARE_GROUND)) {
         float share = lift_share(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
                                  ustar_per_speed, threshold, heading_x, heading_y, lift_strength);
         if (random_uniform(seed, fid, step_index, 8u) < share) {
@@ -253,12 +320,20 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             if (grains) respawns = respawns | BLOWING;
         }
     }
-    if (hit) atomicAdd(hit_counts + (long long)nj * hnx + ni, 1);
-    if (hit || z < wz0) {
+    if (hit && !outside) atomicAdd(hit_counts + (long long)nj * hnx + ni, 1);
+    if (hit || z < wz0 || beyond) {
         unsigned int counter = (respawns & COUNT_BITS) + 1u;
         float top = wz0 + (float)nz * h;
-        x = wx0 + random_uniform(seed, fid, counter, 4u) * length_x;
-        y = wy0 + random_uniform(seed, fid, counter, 5u) * length_y;
+        if (opened) {
+            float2 target = target_xy(seed, fid, counter, wx0, wy0, length_x, length_y, open_x,
+                                      open_x ? inflow_x : inflow_y, margin, upwind_margin);
+            float2 start = upwind_of(target.x, target.y, fall_height, vt, wx0, wy0, length_x,
+                                     length_y, inflow_x, inflow_y, open_x);
+            x = start.x; y = start.y;
+        } else {
+            x = wx0 + random_uniform(seed, fid, counter, 4u) * length_x;
+            y = wy0 + random_uniform(seed, fid, counter, 5u) * length_y;
+        }
         z = (top - h) + random_uniform(seed, fid, counter, 6u) * h;
         float3 spawn_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
         nvx = spawn_wind.x; nvy = spawn_wind.y; nvz = spawn_wind.z - vt;
@@ -346,13 +421,17 @@ def _ground_arguments(height, snow_depth, hx0, hy0, spacing):
 
 def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                       u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                      seed, vt_min, vt_max, spiral_radius):
+                      seed, vt_min, vt_max, spiral_radius, inflow_mode=0, inflow_x=0.0,
+                      inflow_y=0.0, fall_height=0.0, margin=0.0, upwind_margin=0.0):
     """See kernels.reference.flakes.initialize_flakes."""
     _launch("initialize_flakes", flake_id.size,
             (flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count)
             + _wind_arguments(u, v, w, wx0, wy0, wz0, cell_size)
             + _ground_arguments(height, snow_depth, hx0, hy0, spacing)
-            + (np.uint32(seed), np.float32(vt_min), np.float32(vt_max), np.float32(spiral_radius)))
+            + (np.uint32(seed), np.float32(vt_min), np.float32(vt_max), np.float32(spiral_radius),
+               np.int32(int(inflow_mode) in (OPEN_SNOWFIELD, BARE_GROUND)),
+               np.float32(inflow_x), np.float32(inflow_y), np.float32(margin),
+               np.float32(upwind_margin)))
 
 
 def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
@@ -361,7 +440,9 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                 bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None, eddy_floor=0.0):
+                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
+                inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+                upwind_margin=0.0):
     """See kernels.reference.flakes.step_flakes (one fused kernel)."""
     reentry = surface_x is not None
     if surface_x is None:
@@ -382,7 +463,9 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                np.float32(grain_speed), hit_counts if grain_count is None else grain_count,
                np.int32(grain_count is not None and grain_speed > 0), np.int32(reentry),
-               np.float32(eddy_floor)))
+               np.float32(eddy_floor), np.int32(inflow_mode), np.float32(inflow_x),
+               np.float32(inflow_y), np.float32(fall_height), np.float32(margin),
+               np.float32(upwind_margin)))
 
 
 def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):

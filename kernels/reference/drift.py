@@ -191,8 +191,45 @@ def _faces(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise):
 def wrap_buffer_size(shape) -> int:
     """Length of ``drift_transport``'s float32 ``wrap`` buffer for a heightmap of ``shape``
     (ny, nx): [0], [1] the shares (m), [2] the GPU's count of finished blocks (uint32 bits,
-    0 between launches), [3:] the wrap faces' transfers (the GPU's scratch)."""
-    return 3 + max(int(shape[0]), int(shape[1]))
+    0 between launches), [3:] the wrap faces' transfers, or with an open boundary the first
+    and then the last edge's boundary faces (the GPU's scratch)."""
+    return 3 + 2 * max(int(shape[0]), int(shape[1]))
+
+
+#: ``boundary`` of ``drift_transport`` (the same numbers as the flakes' ``inflow_mode``,
+#: settings.upwind_fetch): the edges across the wind wrap around (WRAP), or they are open:
+#: an open snowfield upwind (OPEN_SNOWFIELD) or bare ground (BARE_GROUND).
+WRAP, OPEN_SNOWFIELD, BARE_GROUND = 0, 1, 2
+
+
+def _boundary_faces(q_first, q_last, snow_first, snow_last, surface_first, surface_last,
+                    courant, inflow_limit):
+    """(first, last) float32 m: the transfers toward the higher index through the open faces
+    before the first and after the last node of each line along the downwind axis. The
+    face's flux is the edge node's own (the open land beyond blows as the edge does): what
+    it carries out of the grid is limited by the edge node's snow (a quarter, as a pair's
+    donor), what it carries in by ``inflow_limit`` (m: a quarter of the open snowfield's
+    depth; 0 for bare ground). 0 at nodes without a surface."""
+    zero = F32(0)
+    c = F32(courant)
+    amount_first = (np.abs(q_first) * c).astype(F32)
+    amount_last = (np.abs(q_last) * c).astype(F32)
+    limit = F32(inflow_limit)
+    first = np.where(q_first > 0, np.minimum(amount_first, limit),
+                     -np.minimum(amount_first, (F32(0.25) * snow_first).astype(F32)))
+    last = np.where(q_last > 0, np.minimum(amount_last, (F32(0.25) * snow_last).astype(F32)),
+                    -np.minimum(amount_last, limit))
+    return (np.where(surface_first, first, zero).astype(F32),
+            np.where(surface_last, last, zero).astype(F32))
+
+
+def _boundary_books(first, last):
+    """(in, out) float32 m of depth summed over the edge (``edge_sum``): what the open faces
+    ``first``, ``last`` (``_boundary_faces``) carried into and out of the grid."""
+    zero = F32(0)
+    into = (np.maximum(first, zero) + np.maximum(-last, zero)).astype(F32)
+    out = (np.maximum(-first, zero) + np.maximum(last, zero)).astype(F32)
+    return edge_sum(into), edge_sum(out)
 
 
 def _wrap_shares(face, low, high):
@@ -208,7 +245,8 @@ def _wrap_shares(face, low, high):
 
 
 def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise,
-                    snow_out, downwind_axis=-1, wrap=None):
+                    snow_out, downwind_axis=-1, wrap=None, boundary=WRAP, inflow_limit=0.0,
+                    books=None):
     """One transport step from ``snow_depth`` into ``snow_out`` (both (ny, nx) float32 m, must
     not alias) over terrain ``height`` (m); courant = dt / spacing (s/m); no transfer up a
     step of more than ``max_rise`` m (the repose slope times the spacing). The grid wraps
@@ -219,12 +257,35 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
     carry what leaves evenly across the receiving edge: their inflow is left out above and
     each surface node of the first (last) edge then gains ``wrap[0]`` (``wrap[1]``), the
     wrap faces' sum over the edge (``edge_sum``) shared among the edge's surface nodes;
-    ``wrap`` is a float32 buffer of ``wrap_buffer_size`` that receives the two shares."""
+    ``wrap`` is a float32 buffer of ``wrap_buffer_size`` that receives the two shares.
+
+    With ``boundary`` OPEN_SNOWFIELD or BARE_GROUND (and ``downwind_axis`` 0 or 1) the
+    edges across that axis are open instead (``_boundary_faces``): snow blows in across
+    the face before the first (or after the last) node at the edge node's flux, at most
+    ``inflow_limit`` m per step (0 with BARE_GROUND), and out at the edge node's flux, at
+    most a quarter of its snow; ``books`` (float64 (2,)) gains the step's inflow and
+    outflow (m of depth summed over the edge's nodes; times the node area, m^3)."""
     zero = F32(0)
     s = snow_depth
     fx, fy = _faces(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise)
     left, right = fx, np.roll(fx, -1, axis=1)
     down, up = fy, np.roll(fy, -1, axis=0)
+    if boundary in (OPEN_SNOWFIELD, BARE_GROUND) and downwind_axis in (0, 1):
+        limit = F32(inflow_limit) if boundary == OPEN_SNOWFIELD else zero
+        if downwind_axis == 1:
+            first, last = _boundary_faces(flux_x[:, 0], flux_x[:, -1], s[:, 0], s[:, -1],
+                                          has_surface[:, 0], has_surface[:, -1], courant, limit)
+            left, right = left.copy(), right.copy()
+            left[:, 0], right[:, -1] = first, last
+        else:
+            first, last = _boundary_faces(flux_y[0, :], flux_y[-1, :], s[0, :], s[-1, :],
+                                          has_surface[0, :], has_surface[-1, :], courant, limit)
+            down, up = down.copy(), up.copy()
+            down[0, :], up[-1, :] = first, last
+        into, out = _boundary_books(first, last)
+        books[0] = np.float64(books[0]) + np.float64(into)
+        books[1] = np.float64(books[1]) + np.float64(out)
+        downwind_axis = -1                 # no wrap to share
     outflow = (np.maximum(-left, zero) + np.maximum(right, zero)).astype(F32)
     outflow = (outflow + np.maximum(-down, zero)).astype(F32)
     outflow = (outflow + np.maximum(up, zero)).astype(F32)

@@ -102,19 +102,85 @@ def _spawn_xy(seed, flake_id, counter, wx0, wy0, length_x, length_y):
     return x.astype(np.float32), y.astype(np.float32)
 
 
+#: ``inflow_mode`` of the flakes' kernels (the upwind fetch, settings.upwind_fetch): the
+#: domain wraps around along the wind (WRAP, what leaves downwind comes back upwind), or it
+#: is a piece of an open landscape (OPEN_SNOWFIELD: flakes come in from the sky upwind and
+#: landings upwind of the terrain may be lifted and blow in as grains; BARE_GROUND: the
+#: same snowfall, no blowing snow from upwind).
+WRAP, OPEN_SNOWFIELD, BARE_GROUND = 0, 1, 2
+
+
+def _margins(ahead, margin, upwind_margin):
+    """(before, after) float32 m: the target range's margins before the domain's first and
+    after its last coordinate along the wind's axis; ``upwind_margin`` more on the side the
+    wind comes from (``ahead``: the inflow along the axis)."""
+    m, extra, zero = f32(margin), f32(upwind_margin), f32(0.0)
+    before = f32(m + (extra if f32(ahead) > zero else zero))
+    after = f32(m + (extra if f32(ahead) < zero else zero))
+    return before, after
+
+
+def _target_xy(seed, flake_id, counter, wx0, wy0, length_x, length_y, inflow_x, inflow_y,
+               margin, upwind_margin=0.0):
+    """The landing target of a (re)spawned flake with an open fetch: uniform over the wind
+    domain lengthened by ``margin`` m at both ends along the wind's axis (x when |inflow_x|
+    >= |inflow_y|), and by ``upwind_margin`` m more at its upwind end, across it over the
+    domain."""
+    rx = random_uniform(seed, flake_id, counter, STREAM_X)
+    ry = random_uniform(seed, flake_id, counter, STREAM_Y)
+    if abs(f32(inflow_x)) >= abs(f32(inflow_y)):
+        before, after = _margins(inflow_x, margin, upwind_margin)
+        low, span = f32(f32(wx0) - before), f32(f32(length_x) + f32(before + after))
+        return ((low + (rx * span).astype(np.float32)).astype(np.float32),
+                (f32(wy0) + (ry * f32(length_y)).astype(np.float32)).astype(np.float32))
+    before, after = _margins(inflow_y, margin, upwind_margin)
+    low, span = f32(f32(wy0) - before), f32(f32(length_y) + f32(before + after))
+    return ((f32(wx0) + (rx * f32(length_x)).astype(np.float32)).astype(np.float32),
+            (low + (ry * span).astype(np.float32)).astype(np.float32))
+
+
+def _upwind_of(x, y, fall, vt, wx0, wy0, length_x, length_y, inflow_x, inflow_y):
+    """(x, y) moved upwind by fall * (inflow_x, inflow_y) / vt (m: the way the wind carries
+    a flake of terminal speed vt while it falls ``fall`` m), the crosswind coordinate
+    wrapped into the domain (the terrain goes on sideways, periodically)."""
+    dx = ((fall * f32(inflow_x)).astype(np.float32) / vt).astype(np.float32)
+    dy = ((fall * f32(inflow_y)).astype(np.float32) / vt).astype(np.float32)
+    x = (x - dx).astype(np.float32)
+    y = (y - dy).astype(np.float32)
+    if abs(f32(inflow_x)) >= abs(f32(inflow_y)):
+        return x, _wrap(y, f32(wy0), f32(length_y))
+    return _wrap(x, f32(wx0), f32(length_x)), y
+
+
 def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                       u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                      seed, vt_min, vt_max, spiral_radius):
+                      seed, vt_min, vt_max, spiral_radius, inflow_mode=0, inflow_x=0.0,
+                      inflow_y=0.0, fall_height=0.0, margin=0.0, upwind_margin=0.0):
     """Place every flake (counter 0): XY uniform over the wind domain, z uniform between
-    the ground (+ a small margin) and the top, velocity = local wind + (0, 0, -Vt)."""
+    the ground (+ a small margin) and the top, velocity = local wind + (0, 0, -Vt). With an
+    open upwind fetch (``inflow_mode`` OPEN_SNOWFIELD or BARE_GROUND) the XY point drawn is
+    the flake's landing target, uniform over the domain lengthened by ``margin`` m at both
+    ends along the wind's axis, and the flake starts (z - ground) * (inflow_x, inflow_y) /
+    Vt upwind of it (``step_flakes``)."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     h = f32(cell_size)
     top = f32(f32(wz0) + f32(nz) * h)
     vt, _radius, _omega = flake_constants(seed, flake_id, vt_min, vt_max, spiral_radius)
-    x, y = _spawn_xy(seed, flake_id, 0, wx0, wy0, f32(f32(nx) * h), f32(f32(ny) * h))
+    length_x, length_y = f32(f32(nx) * h), f32(f32(ny) * h)
+    opened = int(inflow_mode) in (OPEN_SNOWFIELD, BARE_GROUND)
+    if opened:
+        x, y = _target_xy(seed, flake_id, 0, wx0, wy0, length_x, length_y, inflow_x, inflow_y,
+                          margin, upwind_margin)
+    else:
+        x, y = _spawn_xy(seed, flake_id, 0, wx0, wy0, length_x, length_y)
     low = np.maximum(_ground(height, snow_depth, hx0, hy0, spacing, x, y), f32(wz0)) + SPAWN_MARGIN * h
     low = np.minimum(low, top - h).astype(np.float32)
     z = (low + random_uniform(seed, flake_id, 0, STREAM_Z) * (top - low)).astype(np.float32)
+    if opened:
+        # a flake above its landing target starts as far upwind as the wind carries it
+        # while it falls to the ground there
+        fall = (z - low).astype(np.float32)
+        x, y = _upwind_of(x, y, fall, vt, wx0, wy0, length_x, length_y, inflow_x, inflow_y)
     wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
     pos_x[:], pos_y[:], pos_z[:] = x, y, z
     vel_x[:], vel_y[:], vel_z[:] = wind_x, wind_y, wind_z - vt
@@ -190,7 +256,9 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
                 heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                 bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None, eddy_floor=0.0):
+                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
+                inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+                upwind_margin=0.0):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
     ``hit_counts[ny, nx]`` at the nearest node, or at the foot of a wall it struck, then
@@ -205,7 +273,20 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     upwind of its obstacle). With ``grain_speed`` > 0 (m/s) lifted flakes fall at it until
     they settle, and
     ``grain_count`` (int32 (1,), when given) gains the number of grains aloft after the
-    step (StepDiagnostics.grains_aloft)."""
+    step (StepDiagnostics.grains_aloft).
+
+    With ``inflow_mode`` OPEN_SNOWFIELD or BARE_GROUND the domain is a piece of an open
+    landscape along the wind's axis (x when |inflow_x| >= |inflow_y|; across it the flakes
+    still wrap): a flake does not wrap along it. Outside the domain it flies on in the
+    wind of the domain's edge (the wind sampled there is clamped) and lands on the edge's
+    ground (no hit: it landed upwind of the terrain; with OPEN_SNOWFIELD it may be lifted
+    again there, the blowing snow of the open fetch), and it respawns without a hit once
+    it is downwind of the domain. A flake respawns above its landing target
+    (``_target_xy``: uniform over the domain lengthened by ``margin`` m at both ends along
+    the axis and ``upwind_margin`` m more upwind) moved upwind by ``fall_height`` * (inflow_x, inflow_y) / Vt (m; ``inflow``
+    the wind before gusts, m/s, ``fall_height`` the mean fall from the spawn layer to the
+    ground), so that the snowfall lands on every part of the terrain, its upwind edge
+    too, as from the sky over an endless snowfield."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = f32(cell_size)
@@ -264,9 +345,26 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     length_x, length_y = f32(f32(nx) * h), f32(f32(ny) * h)
     out_x = (x < f32(wx0)) | (x >= f32(f32(wx0) + length_x))
     out_y = (y < f32(wy0)) | (y >= f32(f32(wy0) + length_y))
-    x = _wrap(x, f32(wx0), length_x)
-    y = _wrap(y, f32(wy0), length_y)
-    if surface_x is not None:
+    opened = int(inflow_mode) in (OPEN_SNOWFIELD, BARE_GROUND)
+    outside = np.zeros(x.shape, bool)
+    beyond = outside
+    if opened:
+        # open along the wind's axis: no wrap there; a flake downwind of the domain is done
+        if abs(f32(inflow_x)) >= abs(f32(inflow_y)):
+            y = _wrap(y, f32(wy0), length_y)
+            outside, ahead = out_x, f32(inflow_x)
+            past = np.where(ahead > 0, x >= f32(f32(wx0) + length_x),
+                            np.where(ahead < 0, x < f32(wx0), True))
+        else:
+            x = _wrap(x, f32(wx0), length_x)
+            outside, ahead = out_y, f32(inflow_y)
+            past = np.where(ahead > 0, y >= f32(f32(wy0) + length_y),
+                            np.where(ahead < 0, y < f32(wy0), True))
+        beyond = outside & past
+    else:
+        x = _wrap(x, f32(wx0), length_x)
+        y = _wrap(y, f32(wy0), length_y)
+    if surface_x is not None and not opened:
         # a flake that leaves downwind comes back upwind at a random crosswind place, so an
         # obstacle's wake does not wrap around onto the ground upwind of it
         draw = random_uniform(seed, flake_id, np.uint32(step_index), STREAM_REENTRY)
@@ -296,6 +394,8 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
         lifted = hit & (random_uniform(seed, flake_id, counter, STREAM_LIFT) < share)
         if bubble_top is not None:
             lifted &= ground >= _bubble_top(bubble_top, wx0, wy0, cell_size, x, y)
+        if int(inflow_mode) == BARE_GROUND:
+            lifted &= ~outside             # no blowing snow upwind of the terrain
         if np.any(lifted):
             lz = (ground[lifted] + random_uniform(seed, flake_id[lifted], counter,
                                                   STREAM_LIFT_HEIGHT) * h).astype(np.float32)
@@ -306,8 +406,9 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
             if grains:
                 respawn_count[lifted] |= BLOWING
         hit = hit & ~lifted
-    np.add.at(hit_counts, (nj[hit], ni[hit]), 1)
-    respawn = hit | (z < f32(wz0))
+    landed = hit & ~outside                # a landing outside the domain is no hit
+    np.add.at(hit_counts, (nj[landed], ni[landed]), 1)
+    respawn = hit | (z < f32(wz0)) | beyond
 
     pos_x[:], pos_y[:], pos_z[:] = x, y, z
     vel_x[:], vel_y[:], vel_z[:] = nvx, nvy, nvz
@@ -315,7 +416,14 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     if np.any(respawn):
         ids = flake_id[respawn]
         counter = ((respawn_count[respawn] & COUNT_BITS) + np.uint32(1)).astype(np.uint32)
-        sx, sy = _spawn_xy(seed, ids, counter, wx0, wy0, f32(f32(nx) * h), f32(f32(ny) * h))
+        if opened:
+            sx, sy = _target_xy(seed, ids, counter, wx0, wy0, length_x, length_y, inflow_x,
+                                inflow_y, margin, upwind_margin)
+            sx, sy = _upwind_of(sx, sy, np.full(ids.shape, f32(fall_height), np.float32),
+                                vt[respawn], wx0, wy0, length_x, length_y, inflow_x, inflow_y)
+        else:
+            sx, sy = _spawn_xy(seed, ids, counter, wx0, wy0, f32(f32(nx) * h),
+                               f32(f32(ny) * h))
         top = f32(f32(wz0) + f32(nz) * h)
         sz = ((top - h) + random_uniform(seed, ids, counter, STREAM_Z) * h).astype(np.float32)
         swx, swy, swz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, sx, sy, sz)

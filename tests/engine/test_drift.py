@@ -633,8 +633,8 @@ def test_blowing_snow_keeps_the_snowfall_rate():
         before = 0.0
         for _window in range(4):     # the gusts used to swing 48-step windows by up to 30 %
             after = sim.step(48)
-            assert after.deposited_volume - before == pytest.approx(per_window, rel=2e-3)
-            before = after.deposited_volume
+            assert after.snowfall_volume - before == pytest.approx(per_window, rel=2e-3)
+            before = after.snowfall_volume
         assert after.snow_volume == pytest.approx(after.deposited_volume, rel=1e-5)
         if drift:
             # many flakes aloft as grains (4.7 % since the wind's mixing closes the fence's
@@ -692,7 +692,7 @@ def test_a_ridge_has_its_windward_slope_and_crest_scoured_and_its_lee_loaded():
         depth = sim.snow_depth().astype(np.float64).mean(axis=0)
         hm = sim.heightmap.grid
         x = (hm.x0 + np.arange(hm.nx) * hm.spacing) / a
-        fell = diagnostics.deposited_volume / (np.count_nonzero(sim.heightmap.has_surface)
+        fell = diagnostics.snowfall_volume / (np.count_nonzero(sim.heightmap.has_surface)
                                                * hm.node_area)
 
         def mean(lo, hi):

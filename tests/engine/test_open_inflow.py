@@ -1,0 +1,240 @@
+"""Open inflow (settings.upwind_fetch, docs/drift.md "Open inflow"): the terrain is a piece
+of a larger landscape. Flakes come in with the wind from the sky upwind, blowing snow
+comes in across the upwind edge at an open snowfield's transport and leaves downwind, the
+books stay exact; the Numba and CUDA kernels match the NumPy reference (CUDA tests are
+gpu-marked: skipped with the reason where CuPy has no device)."""
+import numpy as np
+import pytest
+
+from snowfall.kernels.cpu import drift as cpu_drift
+from snowfall.kernels.cpu import flakes as cpu_flakes
+from snowfall.kernels.reference import drift as ref_drift
+from snowfall.kernels.reference import flakes as ref_flakes
+from snowfall.snow_addon import Simulation, SnowSettings, scenes
+from snowfall.snow_addon.errors import SnowInputError
+
+from .test_flakes import (GRID, HEIGHTMAP, flat_ground, lift_arguments, noisy_wind,
+                          random_flake_input, rough_ground, run_kernel)
+
+MODES = [ref_flakes.OPEN_SNOWFIELD, ref_flakes.BARE_GROUND]
+
+
+def inflow(mode, heading):
+    """Kernel arguments of an open fetch with the wind (m/s) ``heading``."""
+    return {"inflow_mode": mode, "inflow_x": np.float32(heading[0]),
+            "inflow_y": np.float32(heading[1]), "fall_height": np.float32(6.0),
+            "margin": np.float32(2.5), "upwind_margin": np.float32(4.0)}
+
+
+# --- settings ----------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["open", "", None, 1, "Wrap"])
+def test_a_bad_upwind_fetch_names_the_setting(value):
+    with pytest.raises(SnowInputError, match="upwind_fetch"):
+        SnowSettings(upwind_fetch=value).validate()
+
+
+def test_the_upwind_fetch_defaults_to_an_open_snowfield():
+    assert SnowSettings().upwind_fetch == "open_snowfield"
+    for value in ("open_snowfield", "bare_ground", "wrap"):
+        SnowSettings(upwind_fetch=value).validate()
+
+
+# --- kernels: Numba against the reference --------------------------------------------------
+@pytest.mark.parametrize("heading", [(6.0, 1.0), (-2.0, 5.0)], ids=["along_x", "along_-y"])
+@pytest.mark.parametrize("mode", MODES, ids=["snowfield", "bare"])
+@pytest.mark.parametrize("lift", [False, True], ids=["plain", "blowing"])
+def test_numba_open_flakes_match_reference(mode, heading, lift):
+    flake_id, state = random_flake_input(3)
+    wind = noisy_wind(GRID, 3)
+    height, snow = rough_ground(3)
+    extra = inflow(mode, heading)
+    if lift:
+        rng = np.random.default_rng(3)
+        ny, nx = GRID.shape[1:]
+        extra.update(lift_arguments(0.0, threshold=0.2, strength=1.5))
+        extra["surface_x"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
+        extra["surface_y"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
+        extra["grain_speed"] = 0.3
+    outputs = []
+    for module in (ref_flakes, cpu_flakes):
+        s = [a.copy() for a in state]
+        hits = np.zeros(HEIGHTMAP.shape, np.int32)
+        for step in range(6):
+            extra["step_index"] = 10 + step
+            run_kernel(module, flake_id, s, wind, height, snow, hits, seed=12, **extra)
+        outputs.append((s, hits))
+    (ref_state, ref_hits), (cpu_state, cpu_hits) = outputs
+    np.testing.assert_array_equal(cpu_state[7], ref_state[7])     # same respawns
+    np.testing.assert_array_equal(cpu_hits, ref_hits)
+    assert ref_hits.sum() > 0
+    for got, expected in zip(cpu_state[:7], ref_state[:7]):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-5)
+
+
+def initialize(module, mode, heading, count=4000):
+    flake_id = np.arange(count, dtype=np.uint32)
+    state = [np.zeros(count, np.float32) for _ in range(7)] + [np.zeros(count, np.uint32)]
+    wind = noisy_wind(GRID, 1)
+    height, snow = flat_ground(0.5)
+    module.initialize_flakes(flake_id, *state, wind.u, wind.v, wind.w, np.float32(GRID.x0),
+                             np.float32(GRID.y0), np.float32(GRID.z0),
+                             np.float32(GRID.cell_size), height, snow, np.float32(HEIGHTMAP.x0),
+                             np.float32(HEIGHTMAP.y0), np.float32(HEIGHTMAP.spacing), 5,
+                             np.float32(1.0), np.float32(2.0), np.float32(0.5),
+                             **inflow(mode, heading))
+    return state
+
+
+def test_numba_open_initialize_matches_reference_and_starts_flakes_upwind():
+    for heading in ((6.0, 0.0), (0.0, -4.0)):
+        ref_state = initialize(ref_flakes, ref_flakes.OPEN_SNOWFIELD, heading)
+        cpu_state = initialize(cpu_flakes, ref_flakes.OPEN_SNOWFIELD, heading)
+        for got, expected in zip(cpu_state, ref_state):
+            np.testing.assert_array_equal(got, expected)
+    # along +x: high flakes start upwind of the domain, none downwind beyond the margin
+    x, z = initialize(ref_flakes, ref_flakes.OPEN_SNOWFIELD, (6.0, 0.0))[0::2][:2]
+    length = GRID.nx * GRID.cell_size
+    assert (x < GRID.x0).mean() > 0.3
+    assert x.max() < GRID.x0 + length + 2.5
+    assert np.corrcoef(x, z)[0, 1] < -0.3          # the higher, the further upwind
+
+
+def random_transport_case(seed, ny=37, nx=70):
+    rng = np.random.default_rng(seed)
+    has_surface = rng.random((ny, nx)) > 0.1
+    snow = (0.2 * rng.random((ny, nx))).astype(np.float32)
+    height = np.where(rng.random((ny, nx)) > 0.8, 1.0, 0.0).astype(np.float32)
+    flux = [(0.3 * rng.standard_normal((ny, nx)) + mean).astype(np.float32)
+            for mean in (0.4, -0.1)]
+    return flux, height, has_surface, snow
+
+
+def transport(module, flux, height, has_surface, snow, axis, boundary, limit=0.01):
+    out = np.zeros(snow.shape, np.float32)
+    wrap = np.zeros(ref_drift.wrap_buffer_size(snow.shape), np.float32)
+    books = np.array([0.25, 0.5])
+    module.drift_transport(*flux, height, has_surface, snow, 2.0, 0.3, out, axis, wrap,
+                           boundary, limit, books)
+    return out, books
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("boundary", MODES, ids=["snowfield", "bare"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_numba_open_transport_matches_reference_bit_for_bit(seed, boundary, axis):
+    case = random_transport_case(seed)
+    ref_out, ref_books = transport(ref_drift, *case, axis, boundary)
+    cpu_out, cpu_books = transport(cpu_drift, *case, axis, boundary)
+    np.testing.assert_array_equal(cpu_out, ref_out)
+    np.testing.assert_array_equal(cpu_books, ref_books)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("boundary", MODES, ids=["snowfield", "bare"])
+def test_open_transport_books_what_crosses_the_edges(boundary, axis):
+    flux, height, has_surface, snow = random_transport_case(4)
+    out, books = transport(ref_drift, flux, height, has_surface, snow, axis, boundary)
+    area = np.float64(1.0)
+    before = float(snow.astype(np.float64).sum()) * area
+    into, outof = (books - np.array([0.25, 0.5])) * area
+    assert outof > 0
+    assert (into > 0) == (boundary == ref_drift.OPEN_SNOWFIELD)
+    assert float(out.astype(np.float64).sum()) == pytest.approx(before + into - outof, rel=1e-6)
+    assert out.min() >= 0
+    # the inflow per node never passes the limit
+    edge = out[:, 0] - snow[:, 0] if axis == 1 else out[0, :] - snow[0, :]
+    assert into <= 0.01 * edge.size + 1e-7
+
+
+def test_uniform_snow_under_uniform_flux_stays_uniform_with_an_open_snowfield():
+    # the inflow limit is a quarter of the snowfield's depth, as a pair's donor gives
+    shape = (12, 30)
+    snow = np.full(shape, 0.08, np.float32)
+    flux = [np.full(shape, 5.0, np.float32), np.zeros(shape, np.float32)]
+    height, surface = np.zeros(shape, np.float32), np.ones(shape, bool)
+    out, books = transport(ref_drift, flux, height, surface, snow, 1, ref_drift.OPEN_SNOWFIELD,
+                           np.float32(0.25 * 0.08))
+    np.testing.assert_array_equal(out, snow)
+    assert books[0] - 0.25 == pytest.approx(books[1] - 0.5) and books[0] > 0.25
+
+
+# --- the engine --------------------------------------------------------------------------
+def open_plane(size_x=40.0, size_y=6.0, resolution=121):
+    x = np.linspace(-0.5 * size_x, 0.5 * size_x, resolution)
+    ny = int(round(size_y / size_x * (resolution - 1))) + 1
+    y = np.linspace(-0.5 * size_y, 0.5 * size_y, ny)
+    return scenes.grid_mesh(x, y, np.zeros((ny, resolution)))
+
+
+# --- CUDA against the reference -----------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("heading", [(6.0, 1.0), (-2.0, 5.0)], ids=["along_x", "along_-y"])
+@pytest.mark.parametrize("mode", MODES, ids=["snowfield", "bare"])
+def test_cuda_open_flakes_match_reference(gpu_backend, mode, heading):
+    from snowfall.kernels.gpu import flakes as gpu_flakes
+
+    xp = gpu_backend.xp
+    flake_id, state = random_flake_input(5)
+    wind = noisy_wind(GRID, 5)
+    height, snow = rough_ground(5)
+    rng = np.random.default_rng(5)
+    ny, nx = GRID.shape[1:]
+    extra = inflow(mode, heading)
+    extra.update(lift_arguments(0.0, threshold=0.2, strength=1.5))
+    extra["surface_x"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
+    extra["surface_y"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
+    extra["grain_speed"] = 0.3
+    ref_state = [a.copy() for a in state]
+    ref_hits = np.zeros(HEIGHTMAP.shape, np.int32)
+    dev_state = [xp.asarray(a) for a in state]
+    dev_hits = xp.zeros(HEIGHTMAP.shape, xp.int32)
+    dev_wind = type(wind)(u=xp.asarray(wind.u), v=xp.asarray(wind.v), w=xp.asarray(wind.w))
+    dev_extra = {k: (xp.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in extra.items()}
+    for step in range(6):
+        extra["step_index"] = dev_extra["step_index"] = 10 + step
+        run_kernel(ref_flakes, flake_id, ref_state, wind, height, snow, ref_hits, seed=12,
+                   **extra)
+        run_kernel(gpu_flakes, xp.asarray(flake_id), dev_state, dev_wind, xp.asarray(height),
+                   xp.asarray(snow), dev_hits, seed=12, **dev_extra)
+    np.testing.assert_array_equal(xp.asnumpy(dev_state[7]), ref_state[7])
+    np.testing.assert_array_equal(xp.asnumpy(dev_hits), ref_hits)
+    for got, expected in zip(dev_state[:7], ref_state[:7]):
+        np.testing.assert_allclose(xp.asnumpy(got), expected, rtol=1e-6, atol=1e-5)
+    # initialization
+    for heading_init in ((6.0, 0.0), (0.0, -4.0)):
+        expected = initialize(ref_flakes, mode, heading_init)
+        count = expected[0].size
+        got = [xp.zeros(count, xp.float32) for _ in range(7)] + [xp.zeros(count, xp.uint32)]
+        w = noisy_wind(GRID, 1)
+        h, s = flat_ground(0.5)
+        gpu_flakes.initialize_flakes(xp.arange(count, dtype=xp.uint32), *got, xp.asarray(w.u),
+                                     xp.asarray(w.v), xp.asarray(w.w), GRID.x0, GRID.y0, GRID.z0,
+                                     GRID.cell_size, xp.asarray(h), xp.asarray(s), HEIGHTMAP.x0,
+                                     HEIGHTMAP.y0, HEIGHTMAP.spacing, 5, 1.0, 2.0, 0.5,
+                                     **inflow(mode, heading_init))
+        for a, e in zip(got, expected):
+            np.testing.assert_allclose(xp.asnumpy(a), e, rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("boundary", MODES, ids=["snowfield", "bare"])
+def test_cuda_open_transport_matches_reference_bit_for_bit(gpu_backend, boundary, axis):
+    from snowfall.kernels.gpu import drift as gpu_drift
+
+    xp = gpu_backend.xp
+    for seed in (1, 2):
+        flux, height, has_surface, snow = random_transport_case(seed)
+        ref_out, ref_books = transport(ref_drift, flux, height, has_surface, snow, axis,
+                                       boundary)
+        out = xp.zeros(snow.shape, xp.float32)
+        wrap = xp.zeros(ref_drift.wrap_buffer_size(snow.shape), xp.float32)
+        books = xp.asarray(np.array([0.25, 0.5]))
+        for _ in range(2):      # the block counter is ready for the next launch
+            out[...] = 0
+            books[...] = xp.asarray(np.array([0.25, 0.5]))
+            gpu_drift.drift_transport(*(xp.asarray(f) for f in flux), xp.asarray(height),
+                                      xp.asarray(has_surface), xp.asarray(snow), 2.0, 0.3, out,
+                                      axis, wrap, boundary, 0.01, books)
+            np.testing.assert_array_equal(xp.asnumpy(out), ref_out)
+            np.testing.assert_array_equal(xp.asnumpy(books), ref_books)
