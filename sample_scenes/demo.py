@@ -46,7 +46,9 @@ def run(scene_name: str, out_png: str, frames: int, flakes: int | None, frame: i
     bpy.ops.wm.save_mainfile(filepath=blend)
 
     started = time.perf_counter()
-    job = BakeJob(bpy.context)
+    # the scene's camera-only flakes, as the Bake button reads them
+    job = BakeJob(bpy.context, camera_only=scene.snowfall.camera_only,
+                  camera_margin=scene.snowfall.camera_margin)
     print(f"demo: baking {scene_name} frames {job.frame_start}-{job.frame_end} on "
           f"{job.sim.backend.describe()}; wind grid {job.sim.grid.nx}x{job.sim.grid.ny}x"
           f"{job.sim.grid.nz}, {scene.snowfall.flake_count:,} flakes", flush=True)
