@@ -146,7 +146,7 @@ class BakeJob:
     SnowInputError before anything in the file or on disk changes."""
 
     def __init__(self, context, resume: bool = False, backend: str | None = None,
-                 camera_only: bool = False, camera_margin: float = 0.1,
+                 camera_only: bool | None = None, camera_margin: float | None = None,
                  defer_simulation: bool = False):
         """Validate and read the scene (Blender's thread). Unless ``defer_simulation``, also
         build the simulation and open the bake; with it, the caller runs
@@ -173,6 +173,11 @@ class BakeJob:
         cache_root = resolve_cache_folder(props)
         self.frame_start, self.frame_end = scene.frame_start, scene.frame_end
         # Write only the flakes the scene camera sees (plus a margin); all are simulated.
+        # None: the scene's Flakes settings (Camera Only, Camera Margin) decide.
+        if camera_only is None:
+            camera_only = bool(getattr(props, "camera_only", False))
+        if camera_margin is None:
+            camera_margin = float(getattr(props, "camera_margin", 0.1))
         self.view = particle_output.camera_view(scene, margin=camera_margin) \
             if camera_only and not resume else None
         self.substeps = int(props.substeps)
@@ -878,10 +883,11 @@ class _BakeBase:
         return context.scene is not None and running_job(context.scene) is None
 
     def _start(self, context, defer_simulation: bool = False):
-        props = context.scene.snowfall
-        camera_only = bool(getattr(self, "camera_only", False)
-                           or getattr(props, "camera_only", False))
-        margin = float(getattr(props, "camera_margin", getattr(self, "camera_margin", 0.1)))
+        # The operator's own arguments where a script set them, else the scene's settings.
+        is_set = getattr(getattr(self, "properties", None), "is_property_set", None)
+        camera_only = True if getattr(self, "camera_only", False) else None
+        margin = float(self.camera_margin) if is_set is not None \
+            and is_set("camera_margin") else None
         try:
             return BakeJob(context, resume=self.resume, camera_only=camera_only,
                            camera_margin=margin, defer_simulation=defer_simulation)

@@ -284,7 +284,9 @@ def bake_file(path: str, output: str | None = None, frame_start: int | None = No
         if cache_folder is not None:
             props.cache_folder = _cache_folder_setting(cache_folder, absolute_paths)
         context = bpy.context
-        options = dict(backend=backend, camera_only=camera_only, camera_margin=camera_margin)
+        # --camera-only forces it; without it the file's Flakes settings decide
+        options = dict(backend=backend, camera_only=True if camera_only else None,
+                       camera_margin=camera_margin)
         if resume == "auto":
             try:
                 job = BakeJob(context, resume=True, **options)
