@@ -47,8 +47,51 @@ def owner_id(scene, create: bool = False) -> str:
 
 
 def owner_record(scene, folder: str) -> dict:
-    """bake.json's owner entry for a bake of ``scene`` in ``folder`` (makes the id)."""
+    """bake.json's owner entry for a bake of ``scene`` in ``folder`` (makes the id). The
+    folder counts as baked since the file was last saved (``saved_as``)."""
+    _UNSAVED[os.path.normpath(folder)] = scene.name
     return bake_cache.owner_record(owner_id(scene, create=True), bpy.data.filepath, folder)
+
+
+#: Bake folders written (baked, resumed, claimed) in this session since its .blend was last
+#: saved: folder -> scene name. Only the file saved next records these bakes.
+_UNSAVED: dict = {}
+
+
+def saved_as(path: str) -> None:
+    """The session's .blend was saved as ``path``: the bakes written since the last save
+    are recorded in that file only (the file they were made in never saw them, or they
+    were made before the file had a name), so their folders now belong to ``path``. A Save
+    As of a file whose bake was saved in it before moves nothing (the copy is a copy).
+    Called on every save of the session's file (save_post); a command that writes the file
+    as a copy and moves it into place (the headless ``--output``) calls it with the final
+    path."""
+    path = os.path.abspath(path)
+    for folder, scene_name in list(_UNSAVED.items()):
+        scene = bpy.data.scenes.get(scene_name)
+        bake = BakeFolder(folder)
+        if scene is None or not bake.exists():
+            continue
+        try:
+            meta = bake.read_meta()
+            owner = meta.get(bake_cache.OWNER_KEY) or {}
+            if owner.get("blend") != path:
+                bake.set_owner(bake_cache.owner_record(owner_id(scene, create=True), path,
+                                                       folder))
+        except (SnowInputError, OSError) as error:
+            print(f"Snowfall: could not record '{path}' as the owner of '{folder}' ({error})")
+    _UNSAVED.clear()
+
+
+@bpy.app.handlers.persistent
+def _after_save(path="", *_args) -> None:
+    """save_post: a save of the session's file (not a copy: a copy leaves
+    ``bpy.data.filepath`` as it was) records its unsaved bakes (``saved_as``)."""
+    if not isinstance(path, str) or not path:     # a Blender that passes no path
+        path = bpy.data.filepath
+    if path and bpy.data.filepath and os.path.normcase(os.path.abspath(path)) == \
+            os.path.normcase(os.path.abspath(bpy.data.filepath)):
+        saved_as(path)
 
 
 def _same(a, b) -> bool:
@@ -348,6 +391,7 @@ def adopt_lost_bakes(*_args) -> None:
     this file's made from the scene as it is, shows that bake again (a .blend killed while
     saving, or an older copy of it). Errors leave the scene as it was opened."""
     _ADOPTED.clear()
+    _UNSAVED.clear()                   # bakes of the file closed stay that file's
     scene = bpy.context.scene          # the scene the file opens with (the Bake's scene)
     if scene is None or scene.library is not None or not hasattr(scene, "snowfall"):
         return
@@ -410,6 +454,8 @@ def register():
         bpy.utils.register_class(cls)
     if adopt_lost_bakes not in bpy.app.handlers.load_post:
         bpy.app.handlers.load_post.append(adopt_lost_bakes)
+    if _after_save not in bpy.app.handlers.save_post:
+        bpy.app.handlers.save_post.append(_after_save)
     if isinstance(bpy.data, bpy.types.BlendData) and bpy.data.filepath:
         adopt_lost_bakes()             # a file opened before registering (headless bake)
 
@@ -417,5 +463,7 @@ def register():
 def unregister():
     while adopt_lost_bakes in bpy.app.handlers.load_post:
         bpy.app.handlers.load_post.remove(adopt_lost_bakes)
+    while _after_save in bpy.app.handlers.save_post:
+        bpy.app.handlers.save_post.remove(_after_save)
     for cls in reversed(CLASSES):
         bpy.utils.unregister_class(cls)

@@ -190,6 +190,28 @@ def test_a_moved_file_and_an_old_bake_keep_their_bakes(addon, tools, tmp_path):
     assert not os.path.exists(meta_path)
 
 
+def test_a_bake_never_saved_in_its_file_goes_with_save_as(addon, tools, tmp_path):
+    """Baked, then saved under a new name before the file it was made in was saved: only
+    the new file records the bake, so the bake is the new file's; the first file (saved
+    before the bake) does not pick it up and its Free keeps it."""
+    folder = _new_file(tools, tmp_path / "first.blend", cache=tmp_path / "cache", bake=False)
+    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "second.blend"))
+    with open(os.path.join(folder, "bake.json")) as handle:
+        assert json.load(handle)["owner"]["blend"] == str(tmp_path / "second.blend")
+    files = _files(folder)
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "first.blend"))
+    scene = bpy.context.scene
+    assert not scene.snowfall.has_bake and not resume_available(scene)
+    assert bpy.ops.snowfall.free() == {"FINISHED"}
+    assert _files(folder) == files
+    scene = _shows(tmp_path / "second.blend")
+    scene.frame_end = FRAMES + 1
+    assert bpy.ops.snowfall.resume() == {"FINISHED"}
+    assert bpy.ops.snowfall.free() == {"FINISHED"}
+    assert not os.path.exists(folder)
+
+
 def _lose_the_record(tools, tmp_path, frames):
     """A saved file, then a bake of ``frames`` frames never saved into it (the .blend on
     disk is the one from before the bake: killed while saving, or an older copy)."""
