@@ -402,6 +402,8 @@ def save_blend(target: str, log=_log) -> None:
     except OSError as error:
         _remove(temporary)
         raise SaveError(f"cannot replace '{target}' ({error.strerror or error})") from None
+    from .ownership import saved_as   # the file written records the bake: it owns it
+    saved_as(target)
     log(f"snowfall: saved {target}")
 
 

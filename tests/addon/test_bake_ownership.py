@@ -287,3 +287,25 @@ def test_headless_resume_of_a_blend_that_lost_its_record(addon, tools, tmp_path)
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     _shows(tmp_path / "lost.blend", 4)
+
+
+def test_headless_output_owns_the_bake_it_records(addon, tools, tmp_path):
+    """``--output``: the output file records the bake, so it owns it (its Free deletes
+    it); the input file on disk never saw the bake and keeps its hands off it."""
+    folder = _new_file(tools, tmp_path / "input.blend", cache=tmp_path / "cache", bake=False)
+    done = subprocess.run([sys.executable, "-m", "snowfall.operators.headless",
+                           str(tmp_path / "input.blend"), "--output",
+                           str(tmp_path / "output.blend")], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(os.path.join(folder, "bake.json")) as handle:
+        assert json.load(handle)["owner"]["blend"] == str(tmp_path / "output.blend")
+    files = _files(folder)
+    bpy.ops.wm.open_mainfile(filepath=str(tmp_path / "input.blend"))
+    scene = bpy.context.scene
+    assert not scene.snowfall.has_bake
+    assert bpy.ops.snowfall.free() == {"FINISHED"}
+    assert _files(folder) == files
+    _shows(tmp_path / "output.blend")
+    assert bpy.ops.snowfall.free() == {"FINISHED"}
+    assert not os.path.exists(folder)
