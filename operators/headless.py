@@ -294,8 +294,13 @@ def bake_file(path: str, output: str | None = None, frame_start: int | None = No
             except SnowInputError as error:
                 if error.setting == "frame_end":       # the folder's bake reaches the end
                     if props.has_bake and props.baked_frame_end >= scene.frame_end:
+                        # Saved even so: the file on disk may lack the record that opening
+                        # it with the add-on restored (a save that never finished), and
+                        # render workers open it without the add-on.
                         log(f"snowfall: '{scene.name}' is already baked up to frame "
-                            f"{props.baked_frame_end}; nothing to do")
+                            f"{props.baked_frame_end}; nothing to bake")
+                        save_blend(os.path.abspath(output) if output else bpy.data.filepath,
+                                   log)
                         return props.baked_frame_end
                     log("snowfall: the cache folder holds a complete bake that this file "
                         "does not show (its save did not finish); baking again")

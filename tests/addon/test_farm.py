@@ -234,7 +234,7 @@ def test_bake_script_resumes_what_a_killed_task_left(tmp_path):
     assert "snowfall: frame 2/40 baked" not in retry.stdout     # not from the start
     assert "snowfall: frame 40/40 baked" in retry.stdout
     again = blender(blend, BAKE, "--resume-if-any", env=env)      # a task run once more
-    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stdout[-2000:]
+    assert again.returncode == 0 and "nothing to bake" in again.stdout, again.stdout[-2000:]
 
 
 def test_bake_script_bad_argument_and_missing_addon(baked, tmp_path):
