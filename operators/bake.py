@@ -884,10 +884,13 @@ class _BakeBase:
 
     def _start(self, context, defer_simulation: bool = False):
         # The operator's own arguments where a script set them, else the scene's settings.
-        is_set = getattr(getattr(self, "properties", None), "is_property_set", None)
+        # (Resume has neither: it keeps the bake's own view.)
+        properties = getattr(self, "properties", None)
         camera_only = True if getattr(self, "camera_only", False) else None
-        margin = float(self.camera_margin) if is_set is not None \
-            and is_set("camera_margin") else None
+        margin = None
+        if properties is not None and "camera_margin" in properties.bl_rna.properties \
+                and properties.is_property_set("camera_margin"):
+            margin = float(self.camera_margin)
         try:
             return BakeJob(context, resume=self.resume, camera_only=camera_only,
                            camera_margin=margin, defer_simulation=defer_simulation)
