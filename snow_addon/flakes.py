@@ -66,8 +66,9 @@ class FlakeSystem:
         self.in_id_order = True
         self.steps_since_sort = self.sort_interval  # sort before the next step, as initialize
         self.inflow_mode = INFLOW_MODES[settings.upwind_fetch]
-        #: mean fall (m) from the spawn layer's middle to the surface nodes (initialize)
-        self.fall_height = 0.5 * grid.size[2]
+        #: mean fall (m) from the spawn layer's middle to the surface nodes (from the first
+        #: heights the flakes see: ``initialize`` or, after a resume, ``step``)
+        self.fall_height = None
         if self.sort_interval > 0:
             self.sort_keys = xp.zeros(self.count, dtype=xp.uint32)
             self.sort_scratch = xp.zeros(self.count, dtype=xp.uint32)
@@ -90,6 +91,16 @@ class FlakeSystem:
         return (wind.u, wind.v, wind.w, np.float32(g.x0), np.float32(g.y0), np.float32(g.z0),
                 np.float32(g.cell_size), height, snow_depth, np.float32(h.x0), np.float32(h.y0),
                 np.float32(h.spacing))
+
+    def _measure_fall(self, height) -> None:
+        """Set ``fall_height`` from the terrain ``height`` (a host read, once)."""
+        if self.inflow_mode == WRAP or self.fall_height is not None:
+            return
+        heights = np.asarray(self.backend.to_host(height), dtype=np.float64)
+        ground = heights[heights > OPEN_LIMIT]
+        spawn = self.grid.top - 0.5 * self.grid.cell_size
+        mean = float(ground.mean()) if ground.size else self.grid.z0
+        self.fall_height = max(spawn - mean, 0.5 * self.grid.cell_size)
 
     def inflow_arguments(self, time: float) -> dict:
         """Keyword arguments of the flakes' kernels for the upwind fetch at simulated
@@ -123,12 +134,7 @@ class FlakeSystem:
         if not self.in_id_order:
             self.flake_id[...] = self.backend.xp.arange(self.count, dtype=self.backend.xp.uint32)
             self.in_id_order = True
-        if self.inflow_mode != WRAP:
-            heights = np.asarray(self.backend.to_host(height), dtype=np.float64)
-            ground = heights[heights > OPEN_LIMIT]
-            spawn = self.grid.top - 0.5 * self.grid.cell_size
-            mean = float(ground.mean()) if ground.size else self.grid.z0
-            self.fall_height = max(spawn - mean, 0.5 * self.grid.cell_size)
+        self._measure_fall(height)
         self.kernels.initialize_flakes(self.flake_id, *self._state(),
                                        *self._common_arguments(wind, height, snow_depth),
                                        int(self.settings.seed), self.vt_min, self.vt_max,
@@ -145,6 +151,7 @@ class FlakeSystem:
         blowing snow (SnowDrift.lift_arguments), or None for none."""
         if self.sort_interval > 0 and self.steps_since_sort >= self.sort_interval:
             self.sort_by_cell()
+        self._measure_fall(height)
         self.kernels.step_flakes(self.flake_id, *self._state(),
                                  *self._common_arguments(wind, height, snow_depth), hit_counts,
                                  int(self.settings.seed), self.vt_min, self.vt_max,

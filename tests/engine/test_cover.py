@@ -210,7 +210,8 @@ def test_deposited_volume_equals_snow_volume_after_thousands_of_steps():
     hm = heightmap_of(terrain)
     grid = wind_grid_over(hm, 1.0, 10, -1.5)
     settings = SnowSettings(flake_count=2000, seed=1, snowfall_rate=20.0, angle_of_repose=25.0,
-                            redistribution_fraction=0.2, redistribution_min_depth=0.001)
+                            redistribution_fraction=0.2, redistribution_min_depth=0.001,
+                            upwind_fetch="wrap")
     backend = select_backend("cpu")
     cover = SnowCover(settings, hm, grid, backend)
     flakes = FlakeSystem(settings, grid, hm.grid, backend)
@@ -232,7 +233,7 @@ def test_snowfall_rate_gives_the_mean_depth_on_a_flat_plane():
     hm = heightmap_of(np.zeros((33, 33), np.float32), 0.5)      # 16 x 16 m
     grid = wind_grid_over(hm, 1.0, 12, -1.0)                    # spawn ~10.5 m up
     settings = SnowSettings(flake_count=4000, seed=3, snowfall_rate=2.0, snow_type="dry",
-                            redistribution_fraction=0.0)
+                            redistribution_fraction=0.0, upwind_fetch="wrap")
     backend = select_backend("cpu")
     cover = SnowCover(settings, hm, grid, backend)
     flakes = FlakeSystem(settings, grid, hm.grid, backend)

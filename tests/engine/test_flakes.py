@@ -293,7 +293,7 @@ def test_respawn_positions_are_uniform():
 
 
 def make_system(backend_name="cpu", seed=4, count=2000):
-    settings = SnowSettings(flake_count=count, seed=seed, snow_type="wet")
+    settings = SnowSettings(flake_count=count, seed=seed, snow_type="wet", upwind_fetch="wrap")
     return FlakeSystem(settings, GRID, HEIGHTMAP, select_backend(backend_name))
 
 

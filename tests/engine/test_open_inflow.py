@@ -238,3 +238,77 @@ def test_cuda_open_transport_matches_reference_bit_for_bit(gpu_backend, boundary
                                       axis, wrap, boundary, 0.01, books)
             np.testing.assert_array_equal(xp.asnumpy(out), ref_out)
             np.testing.assert_array_equal(xp.asnumpy(books), ref_books)
+
+
+# --- the engine (Numba CPU, and the GPU where CuPy has a device) ---------------------------
+@pytest.mark.parametrize("fetch", ["open_snowfield", "bare_ground", "wrap"])
+def test_the_volume_books_close_with_inflow_and_outflow(fetch):
+    # snowfall in, drifting snow in across the open upwind edge, out across the downwind
+    # one: deposited = snowfall + inflow - outflow = the snow on the ground
+    settings = SnowSettings(heightmap_resolution=48, wind_resolution=16, flake_count=3000,
+                            snowfall_rate=60.0, wind_speed=12.0, seed=5, upwind_fetch=fetch)
+    sim = Simulation(settings, *scenes.box_test(), backend="cpu")
+    d = sim.step(120)
+    assert d.snowfall_volume > 0
+    assert d.deposited_volume == pytest.approx(d.snowfall_volume + d.inflow_volume
+                                               - d.outflow_volume, rel=1e-12)
+    assert d.snow_volume == pytest.approx(d.deposited_volume, rel=1e-5)
+    if fetch == "wrap":
+        assert d.inflow_volume == 0.0 and d.outflow_volume == 0.0
+    else:
+        assert d.outflow_volume > 0.0
+        assert (d.inflow_volume > 0.0) == (fetch == "open_snowfield")
+    # a resumed bake carries the open edges' books
+    again = Simulation(settings, *scenes.box_test(), backend="cpu")
+    again.load_state_dict(sim.state_dict())
+    a, b = sim.step(5), again.step(5)
+    assert (a.snow_volume, a.inflow_volume, a.outflow_volume) == \
+        (b.snow_volume, b.inflow_volume, b.outflow_volume)
+
+
+def fence_strip(settings, backend, H=1.0, distance=20.0, lee=20.0, steps=240):
+    """A solid fence H high across a 6 H strip, ``distance`` H from the upwind edge;
+    returns (depth per row along x in H from the windward face, the snowfall's depth)."""
+    size_x = (distance + lee) * H
+    resolution = int(round(size_x / (H / 4.0))) + 1
+    fence_x = -0.5 * size_x + distance * H + 0.15 * H
+    terrain = scenes.snow_fence(size_x=size_x, size_y=4.0 * H, fence_height=H,
+                                fence_length=4.0 * H, thickness=0.3 * H, fence_x=fence_x,
+                                resolution=resolution)
+    settings = settings.replace(heightmap_resolution=resolution, wind_cell_size=0.5 * H,
+                                sky_height=6.0 * H, side_walls=True, gust_strength=0.0,
+                                gust_direction_jitter=0.0, snowfall_rate=60.0)
+    sim = Simulation(settings, *terrain, backend=backend)
+    d = sim.step(steps)
+    hm = sim.heightmap.grid
+    ground = np.asarray(sim.heightmap.height) < 1e-3
+    depth = sim.snow_depth().astype(np.float64)
+    rows = np.array([depth[:, i][ground[:, i]].mean() if ground[:, i].any() else np.nan
+                     for i in range(hm.nx)])
+    x = hm.x0 + np.arange(hm.nx) * hm.spacing
+    assert d.snow_volume == pytest.approx(d.deposited_volume, rel=1e-5)
+    return (fence_x - 0.15 * H - x) / H, rows, settings.snowfall_rate / 3600.0 * sim.time
+
+
+def test_without_drift_the_upwind_quarter_of_a_fence_strip_gets_the_snowfall(backend):
+    # flakes come in from the sky upwind, not only around the wrap: the strip's upwind
+    # quarter (10-20 H upwind of the fence) gets the snowfall (it got 7-15 of 17 mm when the
+    # flakes wrapped, issue 36). Measured 1.06 on the CPU: the imposed snowfall shares each
+    # step's snow among the strip's landings, and flakes that cross the fence's speed-up
+    # and leave downwind make them fewer than over an open plane (docs/drift.md)
+    settings = SnowSettings(flake_count=20_000, wind_speed=8.0, drift_enabled=False, seed=3)
+    upwind, rows, fallen = fence_strip(settings, backend.name)
+    quarter = float(np.nanmean(rows[(upwind >= 10.0) & (upwind < 20.0)]))
+    assert quarter == pytest.approx(fallen, rel=0.08)
+
+
+@pytest.mark.slow
+def test_the_open_ground_upwind_of_a_long_fence_keeps_the_snowfall(backend):
+    # 5-15 H upwind of a long solid fence the ground keeps about the snowfall: blowing snow
+    # comes in across the upwind edge as from an open snowfield (with the wrap the fence
+    # caught what came back around, and the fetch was scoured: 0.02-0.04 of the snowfall
+    # after 60 s at 12-16 m/s, drift_validation.py --sweep on an H200)
+    settings = SnowSettings(flake_count=20_000, wind_speed=8.0, seed=3)
+    upwind, rows, fallen = fence_strip(settings, backend.name, steps=1440)
+    fetch = float(np.nanmean(rows[(upwind >= 5.0) & (upwind < 15.0)]))
+    assert fetch > 0.9 * fallen

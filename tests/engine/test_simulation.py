@@ -33,7 +33,10 @@ def test_steps_and_reports_diagnostics(hill):
     assert positions.shape == (3000, 3) and positions.dtype == np.float32
     assert np.isfinite(positions).all()
     g = sim.grid
-    assert (positions[:, 0] >= g.x0).all() and (positions[:, 0] < g.x0 + g.nx * g.cell_size).all()
+    # across the wind inside the domain; along it none downwind of the domain (with the
+    # open upwind fetch, the default, flakes start upwind of it and blow in)
+    assert (positions[:, 1] >= g.y0).all() and (positions[:, 1] < g.y0 + g.ny * g.cell_size).all()
+    assert (positions[:, 0] < g.x0 + g.nx * g.cell_size).all()
     assert (positions[:, 2] < g.top + 1e-3).all()
     depth = sim.snow_depth()
     assert depth.shape == sim.heightmap.grid.shape and (depth >= 0).all()
