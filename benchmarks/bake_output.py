@@ -7,7 +7,7 @@ Two bakes, one report:
   CPU backend unless told otherwise) into a temporary cache folder.
 * ``--preset NAME`` (no Blender; what ``snowfall benchmark --bake`` runs): the engine on a
   command-line preset, each frame handed to the add-on's own writer-thread code
-  (operators/frame_store.FrameStore on a bake_cache.BakeWriter: the same flake files, depth
+  (snow_addon/formats/frame_store.FrameStore on a bake_cache.BakeWriter: the same flake files, depth
   files, checkpoints and commits); only Blender's side (the .blend's snow, the particle
   system) is missing.
 
@@ -104,7 +104,7 @@ def engine_bake(preset_name: str, flakes: int | None, frames: int, backend: str,
     one hand-off per frame), the writer's in FrameStore. Flake files are written in the
     compressed layout Blender 5.x reads (``flake_format`` "gn_bake": the Geometry Nodes
     bake Blender 4.2-4.5 read)."""
-    from snowfall.operators import frame_store, ptcache_format
+    from snowfall.snow_addon.formats import frame_store, ptcache
     from snowfall.snow_addon import bake_cache
     from snowfall.snow_addon.presets import get_preset
     from snowfall.snow_addon.simulation import Simulation
@@ -115,7 +115,7 @@ def engine_bake(preset_name: str, flakes: int | None, frames: int, backend: str,
     vertices, triangles = preset.terrain()
     sim = Simulation(settings, vertices, triangles, backend=backend)
     fps = 1.0 / (settings.time_step * substeps)
-    compression = ptcache_format.compression_for((5, 0, 0))
+    compression = ptcache.compression_for((5, 0, 0))
     step = frame_store.velocity_step_for(fps)
     if flake_format == frame_store.GN_BAKE:
         compression, step = None, None

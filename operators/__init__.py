@@ -1,8 +1,8 @@
 """bpy operators: thin glue between Blender data and the engine (snow_addon).
 
 Registered by the add-on's ``register()``; each module owns its classes and handlers.
-The operator modules (which import bpy) load inside register(), so the pure-Python
-helpers here (``ptcache_format``) import without Blender.
+The operator modules (which import bpy) load inside register(); the bpy-free file formats
+they write are in ``snow_addon/formats/``.
 """
 
 

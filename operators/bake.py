@@ -40,10 +40,11 @@ from ..snow_addon.settings import SnowSettings
 from ..properties import (DEFAULT_CACHE_FOLDER, cache_folder_setting,  # noqa: F401
                           flake_radius,
                           resume_available, terrain_objects, to_snow_settings, unit_scale)
-from . import (engine, gn_bake_format, gn_flakes, ownership, particle_output, snow_output,
-               snow_surface)
+from ..snow_addon.formats import gn_bake
+from ..snow_addon.formats.frame_store import (GN_BAKE, PTCACHE, SUBFRAME_ERROR, FlakeCopier,
+                                              FrameStore, flake_file_name)
+from . import engine, gn_flakes, ownership, particle_output, snow_output, snow_surface
 from .engine import WARM_UP_TASK
-from .frame_store import GN_BAKE, PTCACHE, FlakeCopier, FrameStore, flake_file_name
 from .scene_io import read_terrain, resolve_cache_folder, scene_fences
 
 FLAKE_EMITTER_NAME = "Snowfall Flakes"
@@ -252,7 +253,7 @@ class BakeJob:
             self.emitter = self._ensure_flakes()
             if self.flake_format == GN_BAKE:
                 self.compression, self.velocity_step = None, None
-                gn_bake_format.free(gn_flakes.bake_directory(self.emitter))   # older frames
+                gn_bake.free(gn_flakes.bake_directory(self.emitter))   # older frames
             else:
                 self.compression = particle_output.cache_compression()
                 self.velocity_step = particle_output.velocity_step(scene)
@@ -323,7 +324,7 @@ class BakeJob:
                            "file": particle_output.CACHE_NAME,
                            "compression": self.compression, "velocity_step": self.velocity_step,
                            "camera_view": self.view,
-                           "subframe_error": particle_output.SUBFRAME_ERROR},
+                           "subframe_error": SUBFRAME_ERROR},
                 "snow": {"format": "exr", "vertex_frames": self.vertex_frames,
                          "x0": grid.x0, "y0": grid.y0,
                          "spacing": grid.spacing, "nx": grid.nx, "ny": grid.ny}}
@@ -421,9 +422,9 @@ class BakeJob:
         if self.flake_format == GN_BAKE:
             # Every committed flake frame must be readable (its JSON is not in the record).
             root = gn_flakes.bake_directory(emitter)
-            gn_bake_format.remove_temporaries(root)
+            gn_bake.remove_temporaries(root)
             for frame in sorted(record.flakes):
-                gn_bake_format.check_frame(root, frame)
+                gn_bake.check_frame(root, frame)
         props.flake_emitter = self.emitter
         self.vertex_frames = bool(meta["snow"].get("vertex_frames", True))
         self._setup_snow_display()
@@ -859,7 +860,7 @@ def free_bake(scene) -> list:
             bpy.data.meshes.remove(mesh)
     for folder in plan.folders:
         # A Geometry Nodes flake bake's meta/ and blobs/ (also without its object).
-        gn_bake_format.free(os.path.join(folder, bake_cache.FLAKE_DIR))
+        gn_bake.free(os.path.join(folder, bake_cache.FLAKE_DIR))
         free_cache(folder)
     props.has_bake = False
     props.baked_frame_start = 0

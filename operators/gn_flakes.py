@@ -2,7 +2,7 @@
 
 An object (an empty mesh) carries a Geometry Nodes modifier whose group starts with a Bake
 node reading the bake folder (``bake_mode`` ANIMATION, on disk, a custom folder, relative to
-the .blend where the cache folder is); gn_bake_format writes the folder on the bake's writer
+the .blend where the cache folder is); snow_addon/formats/gn_bake.py writes the folder on the bake's writer
 thread. The nodes after the Bake node decode the velocity planes into the ``velocity``
 attribute (units/s: Cycles' motion blur of a point cloud extrapolates from it, so a flake
 that respawns is blurred along its new velocity and no streak is drawn), set every point's
@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import blender_compat
 from ..snow_addon.errors import SnowInputError
-from . import gn_bake_format
+from ..snow_addon.formats import gn_bake
 
 MODIFIER_NAME = "SnowfallFlakesGN"
 GROUP_NAME = "SnowfallFlakesGN"
@@ -100,16 +100,16 @@ def _ensure_group(flake_size: float, size_random: float):
     group_in, group_out = nodes.new("NodeGroupInput"), nodes.new("NodeGroupOutput")
     bake = nodes.new("GeometryNodeBake")
     bake.name = BAKE_NODE_NAME
-    # Items in the order of gn_bake_format's identifiers: Geometry ("0"; 4.x creates it,
+    # Items in the order of gn_bake's identifiers: Geometry ("0"; 4.x creates it,
     # 5.x starts empty), then the three velocity scales.
     if len(bake.bake_items) == 0:
-        bake.bake_items.new("GEOMETRY", gn_bake_format.GEOMETRY_ITEM[1])
-    for _key, name in gn_bake_format.SCALE_ITEMS:
+        bake.bake_items.new("GEOMETRY", gn_bake.GEOMETRY_ITEM[1])
+    for _key, name in gn_bake.SCALE_ITEMS:
         bake.bake_items.new("FLOAT", name)
     links.new(group_in.outputs[0], bake.inputs[0])
 
     planes, scales = nodes.new("ShaderNodeCombineXYZ"), nodes.new("ShaderNodeCombineXYZ")
-    for axis, name in enumerate(gn_bake_format.VELOCITY_PLANES):
+    for axis, name in enumerate(gn_bake.VELOCITY_PLANES):
         plane = _named_attribute(nodes, name, 'FLOAT')
         links.new(plane.outputs["Attribute"], planes.inputs[axis])
         links.new(bake.outputs[axis + 1], scales.inputs[axis])
@@ -126,7 +126,7 @@ def _ensure_group(flake_size: float, size_random: float):
     # Radius: random per flake in [size (1 - size_random), size], as the particle system's
     # size randomness; keyed by the point's index (flake i is point i), or by its ``seed``
     # where a camera-culled bake stores one.
-    seed = _named_attribute(nodes, gn_bake_format.SEED_ATTRIBUTE, 'INT')
+    seed = _named_attribute(nodes, gn_bake.SEED_ATTRIBUTE, 'INT')
     key = nodes.new("GeometryNodeSwitch")
     key.input_type = 'INT'
     links.new(seed.outputs["Exists"], key.inputs[0])
@@ -145,7 +145,7 @@ def _ensure_group(flake_size: float, size_random: float):
     links.new([s for s in radius.outputs if s.type == 'VALUE'][0], set_radius.inputs["Radius"])
 
     geometry = set_radius.outputs[0]
-    for name in (*gn_bake_format.VELOCITY_PLANES, gn_bake_format.SEED_ATTRIBUTE):
+    for name in (*gn_bake.VELOCITY_PLANES, gn_bake.SEED_ATTRIBUTE):
         remove = nodes.new("GeometryNodeRemoveAttribute")
         remove.inputs["Name"].default_value = name
         links.new(geometry, remove.inputs[0])
@@ -175,7 +175,7 @@ def bake_directory(obj) -> str:
 
 def frame_path(obj, frame: int) -> str:
     """The blob (the arrays) of ``frame``."""
-    return gn_bake_format.blob_path(bake_directory(obj), frame)
+    return gn_bake.blob_path(bake_directory(obj), frame)
 
 
 def set_enabled(obj, enabled: bool) -> None:
@@ -198,10 +198,10 @@ def finish(obj, first_frame: int, last_frame: int) -> None:
     outside it, and show the bake (modifier re-created so that Blender lists the folder)."""
     root = bake_directory(obj)
     for frame in range(first_frame, last_frame + 1):
-        gn_bake_format.check_frame(root, frame)
-    for frame in gn_bake_format.cached_frames(root):
+        gn_bake.check_frame(root, frame)
+    for frame in gn_bake.cached_frames(root):
         if not first_frame <= frame <= last_frame:
-            gn_bake_format.remove_frame(root, frame)
+            gn_bake.remove_frame(root, frame)
     set_enabled(obj, True)
     shown = baked_range(obj)
     if shown != (first_frame, last_frame):
@@ -210,14 +210,14 @@ def finish(obj, first_frame: int, last_frame: int) -> None:
 
 def baked_range(obj):
     """(first, last) frame on disk, or None."""
-    frames = gn_bake_format.cached_frames(bake_directory(obj))
+    frames = gn_bake.cached_frames(bake_directory(obj))
     return (int(frames[0]), int(frames[-1])) if frames else None
 
 
 def free(obj) -> None:
     """Delete the bake's files (and the folder when it is left empty); the modifier is
     disabled (it would hold the frames it listed)."""
-    gn_bake_format.free(bake_directory(obj))
+    gn_bake.free(bake_directory(obj))
     set_enabled(obj, False)
 
 

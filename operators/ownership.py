@@ -347,7 +347,7 @@ def show_folder_bake(scene, folder: str, meta: dict, record) -> int | None:
     baked range) from its files, without simulating; returns the last frame shown, or None
     when nothing can be shown this way (a bake in the older per-vertex form: Resume)."""
     from . import bake, gn_flakes, particle_output, snow_surface
-    from .frame_store import GN_BAKE, PTCACHE
+    from ..snow_addon.formats.frame_store import GN_BAKE, PTCACHE
     from ..properties import cache_folder_setting, unit_scale
     from ..snow_addon.grid import HeightmapGrid
 

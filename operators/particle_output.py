@@ -1,7 +1,7 @@
 """Baked flakes as a Blender particle system whose point cache is exactly the engine's frames.
 
 Route (measured in docs/particles.md, benchmarks/particle_routes.py): the engine's positions
-are written straight into Blender point-cache files (.bphys, see ptcache_format.py) in a
+are written straight into Blender point-cache files (.bphys, see snow_addon/formats/ptcache.py) in a
 folder beside the .blend, and the particle system reads them as an *external* cache. Blender
 never simulates or rewrites them; the .blend stores only the folder (relative, ``//``), so
 the folder must travel with the .blend (Blender's ``blendcache_<name>`` convention).
@@ -33,12 +33,11 @@ import numpy as np
 from ..blender_compat import node_tree
 from ..snow_addon.bake_cache import write_atomic
 from ..snow_addon.errors import SnowInputError
-from . import gn_flakes, ptcache_format
-# The writer thread's side lives in frame_store (no bpy); these names are part of this
-# module's interface too.
-from .frame_store import (BIRTH_FRAME, CACHE_INDEX, CACHE_NAME, NEVER_FRAME,  # noqa: F401
-                          SUBFRAME_ERROR, encode_flake_frame, in_camera_view,
-                          velocity_step_for)
+from ..snow_addon.formats import ptcache
+# The writer thread's side lives in snow_addon/formats/frame_store.py (no bpy).
+from ..snow_addon.formats.frame_store import (BIRTH_FRAME, CACHE_INDEX, CACHE_NAME, NEVER_FRAME,
+                                              encode_flake_frame, velocity_step_for)
+from . import gn_flakes
 
 SYSTEM_NAME = "SnowfallFlakes"
 FLAKE_OBJECT_NAME = "SnowfallFlake"
@@ -287,7 +286,7 @@ def frame_path(emitter, frame: int) -> str:
     if gn_flakes.is_gn_flakes(emitter):
         return gn_flakes.frame_path(emitter, frame)
     return os.path.join(cache_directory(emitter),
-                        ptcache_format.cache_filename(CACHE_NAME, frame, CACHE_INDEX))
+                        ptcache.cache_filename(CACHE_NAME, frame, CACHE_INDEX))
 
 
 def velocity_scale(scene, emitter) -> float:
@@ -331,7 +330,7 @@ def write_flake_frame(emitter, frame: int, positions, velocities, respawned) -> 
         encode_flake_frame(positions, cache_velocities, births, compression, step))
     previous = frame_path(emitter, frame - 1)
     if frame > 1 and respawned.any() and os.path.exists(previous):
-        records = ptcache_format.read_frame(previous).records
+        records = ptcache.read_frame(previous).records
         births = records["times"][:, 0].copy()
         births[respawned] = float(frame)
         write_atomic(previous, encode_flake_frame(
@@ -343,20 +342,20 @@ def write_flake_frame(emitter, frame: int, positions, velocities, respawned) -> 
 
 #: What a flake frame holds: location, velocity and (birth, death, lifetime) times, one
 #: array per field, compressed; no index (the i-th point of a file is particle i).
-FLAKE_DATA_TYPES = (1 << ptcache_format.BPHYS_DATA_LOCATION) | \
-    (1 << ptcache_format.BPHYS_DATA_VELOCITY) | (1 << ptcache_format.BPHYS_DATA_TIMES)
+FLAKE_DATA_TYPES = (1 << ptcache.BPHYS_DATA_LOCATION) | \
+    (1 << ptcache.BPHYS_DATA_VELOCITY) | (1 << ptcache.BPHYS_DATA_TIMES)
 
 
 def cache_compression(version=None) -> int:
     """The point-cache compression the bake writes for this Blender (or ``version``):
     Zstd on filtered bytes for 5.0 and later. Blender 4.2 to 4.5 read only LZO and LZMA;
-    ptcache_format writes LZMA, but at about 3 us per flake-frame on two cores (Python's
+    ptcache writes LZMA, but at about 3 us per flake-frame on two cores (Python's
     lzma on float data) it would be what a bake waits for, so their files are written
     uncompressed (40 B per flake-frame), which every version reads."""
     version = tuple(version if version is not None else bpy.app.version)
-    compression = ptcache_format.compression_for(version)
-    return compression if compression != ptcache_format.COMPRESS_LZMA else \
-        ptcache_format.COMPRESS_NONE
+    compression = ptcache.compression_for(version)
+    return compression if compression != ptcache.COMPRESS_LZMA else \
+        ptcache.COMPRESS_NONE
 
 
 def velocity_step(scene_or_fps) -> float:
@@ -422,14 +421,14 @@ def ensure_info_file(emitter, count: int) -> None:
         return
     path = frame_path(emitter, 0)
     if os.path.exists(path) and \
-            os.path.getsize(path) == ptcache_format.file_size(count, ptcache_format.INFO_FRAME_TYPES):
+            os.path.getsize(path) == ptcache.file_size(count, ptcache.INFO_FRAME_TYPES):
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    records = np.zeros(count, dtype=ptcache_format.record_dtype(ptcache_format.INFO_FRAME_TYPES))
+    records = np.zeros(count, dtype=ptcache.record_dtype(ptcache.INFO_FRAME_TYPES))
     records["times"][:, 0] = BIRTH_FRAME
     records["times"][:, 1] = NEVER_FRAME
     records["times"][:, 2] = NEVER_FRAME
-    ptcache_format.write_frame(path, records, ptcache_format.INFO_FRAME_TYPES)
+    ptcache.write_frame(path, records, ptcache.INFO_FRAME_TYPES)
 
 
 def finish_flake_bake(emitter, first_frame: int, last_frame: int) -> None:
@@ -489,7 +488,7 @@ def _cached_frames(emitter) -> list[int]:
     directory = cache_directory(emitter)
     if not os.path.isdir(directory):
         return []
-    prefix, suffix = f"{CACHE_NAME}_", f"_{CACHE_INDEX:02d}{ptcache_format.EXTENSION}"
+    prefix, suffix = f"{CACHE_NAME}_", f"_{CACHE_INDEX:02d}{ptcache.EXTENSION}"
     frames = []
     for name in os.listdir(directory):
         middle = name[len(prefix):-len(suffix)]

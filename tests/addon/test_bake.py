@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from snowfall import blender_compat
-from snowfall.operators import frame_store, gn_flakes, particle_output, snow_output, snow_surface
+from snowfall.operators import gn_flakes, particle_output, snow_output, snow_surface
 from snowfall.operators.bake import BakeJob, read_meta, scene_cache_folder
 from snowfall.properties import to_snow_settings
 from snowfall.snow_addon import Simulation
+from snowfall.snow_addon.formats import frame_store
 
 
 def _frames(frames):

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from snowfall.operators import bake as bake_module
-from snowfall.operators import gn_bake_format, gn_flakes, particle_output, snow_surface
+from snowfall.operators import gn_flakes, particle_output, snow_surface
 from snowfall.operators.bake import BakeJob, scene_cache_folder
 from snowfall.snow_addon import bake_cache
+from snowfall.snow_addon.formats import gn_bake
 
 FRAMES = 32
 KILLS = 10
@@ -129,11 +130,11 @@ def test_kills_at_random_moments_resume_bit_for_bit(addon, tools, tmp_path):
         emitter = scene.snowfall.flake_emitter
         got = particle_output.read_flake_frame(emitter, FRAMES)
         if gn_flakes.is_gn_flakes(emitter):      # Blender 4.2-4.5: a Geometry Nodes bake
-            stored = gn_bake_format.read_frame(folder.flake_dir, FRAMES).positions
+            stored = gn_bake.read_frame(folder.flake_dir, FRAMES).positions
         else:
             stored = folder.flake_dir + os.sep + bake_module.particle_output_frame_name(FRAMES)
-            from snowfall.operators import ptcache_format
-            stored = ptcache_format.read_frame(stored).records["location"]
+            from snowfall.snow_addon.formats import ptcache
+            stored = ptcache.read_frame(stored).records["location"]
         np.testing.assert_array_equal(got, stored)
 
 

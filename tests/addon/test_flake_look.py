@@ -5,7 +5,8 @@ import bpy
 import numpy as np
 import pytest
 
-from snowfall.operators import frame_store, particle_output
+from snowfall.operators import particle_output
+from snowfall.snow_addon.formats import frame_store
 
 
 def _camera(scene, ortho=False):

@@ -1,5 +1,5 @@
 """The flake cache of Blender 4.2 to 4.5: a Geometry Nodes bake on disk (operators/
-gn_bake_format.py writes it, operators/gn_flakes.py shows it). Format round trip (exact
+snow_addon/formats/gn_bake.py writes it, operators/gn_flakes.py shows it). Format round trip (exact
 positions, velocities within the stated rounding, at most 16 B per flake-frame), corrupt or
 foreign files named, a bake read back bit-exactly by plain Blender in a fresh process, and
 Cycles' motion blur from the ``velocity`` attribute (no respawn streak). The bakes here force
@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from snowfall import blender_compat
-from snowfall.operators import gn_bake_format, gn_flakes, particle_output
+from snowfall.operators import gn_flakes, particle_output
 from snowfall.operators.bake import scene_cache_folder
 from snowfall.properties import flake_radius
 from snowfall.snow_addon import bake_cache
+from snowfall.snow_addon.formats import gn_bake
 
 
 def _flakes(count, seed=0, speed=3.0):
@@ -31,18 +32,18 @@ def test_format_round_trip_is_exact_and_small(tmp_path):
     count = 20_000
     positions, velocities = _flakes(count)
     velocities[0] = (40.0, -0.5, 0.25)          # an outlier: only its axis coarsens
-    entry = gn_bake_format.write_frame(str(tmp_path), 3, positions, velocities)
-    blob, meta = gn_bake_format.blob_path(str(tmp_path), 3), gn_bake_format.meta_path(
+    entry = gn_bake.write_frame(str(tmp_path), 3, positions, velocities)
+    blob, meta = gn_bake.blob_path(str(tmp_path), 3), gn_bake.meta_path(
         str(tmp_path), 3)
     assert os.path.basename(meta) == "00003_00000.json"          # Blender's frame name
     assert entry[:3] == [os.path.getsize(blob), entry[1], "blobs/00003_00000.blob"]
     assert entry[3] == os.path.getsize(meta)
     assert os.path.getsize(blob) == 15 * count
     assert (os.path.getsize(blob) + os.path.getsize(meta)) / count <= 15.1
-    assert gn_bake_format.cached_frames(str(tmp_path)) == [3.0]
+    assert gn_bake.cached_frames(str(tmp_path)) == [3.0]
     assert sorted(os.listdir(tmp_path / "meta")) == ["00003_00000.json"]   # no temporaries
 
-    frame = gn_bake_format.read_frame(str(tmp_path), 3)
+    frame = gn_bake.read_frame(str(tmp_path), 3)
     np.testing.assert_array_equal(frame.positions, positions)           # bit-exact
     largest = np.abs(velocities).max(axis=0)
     np.testing.assert_allclose(frame.scales, largest / 127.0, rtol=1e-6)
@@ -52,23 +53,23 @@ def test_format_round_trip_is_exact_and_small(tmp_path):
 
     # A camera-culled frame carries a seed byte per flake: 16 B.
     seeds = np.arange(count).astype(np.uint8).view(np.int8)
-    gn_bake_format.write_frame(str(tmp_path), 4, positions, velocities, seeds)
-    assert os.path.getsize(gn_bake_format.blob_path(str(tmp_path), 4)) == 16 * count
-    np.testing.assert_array_equal(gn_bake_format.read_frame(str(tmp_path), 4).seeds, seeds)
+    gn_bake.write_frame(str(tmp_path), 4, positions, velocities, seeds)
+    assert os.path.getsize(gn_bake.blob_path(str(tmp_path), 4)) == 16 * count
+    np.testing.assert_array_equal(gn_bake.read_frame(str(tmp_path), 4).seeds, seeds)
 
     # Still air (a zero component) and no flakes at all both round-trip.
     still = np.zeros((5, 3), np.float32)
-    gn_bake_format.write_frame(str(tmp_path), 5, positions[:5], still)
-    np.testing.assert_array_equal(gn_bake_format.read_frame(str(tmp_path), 5).velocities, still)
-    gn_bake_format.write_frame(str(tmp_path), 6, positions[:0], still[:0])
-    assert gn_bake_format.read_frame(str(tmp_path), 6).positions.shape == (0, 3)
+    gn_bake.write_frame(str(tmp_path), 5, positions[:5], still)
+    np.testing.assert_array_equal(gn_bake.read_frame(str(tmp_path), 5).velocities, still)
+    gn_bake.write_frame(str(tmp_path), 6, positions[:0], still[:0])
+    assert gn_bake.read_frame(str(tmp_path), 6).positions.shape == (0, 3)
     # A kill mid-write leaves a temporary file, which Blender never lists; Resume drops it.
     temporary = tmp_path / "blobs" / ".00007_00000.blob.123.tmp"
     temporary.write_bytes(b"half")
-    assert gn_bake_format.cached_frames(str(tmp_path)) == [3.0, 4.0, 5.0, 6.0]
-    gn_bake_format.remove_temporaries(str(tmp_path))
+    assert gn_bake.cached_frames(str(tmp_path)) == [3.0, 4.0, 5.0, 6.0]
+    gn_bake.remove_temporaries(str(tmp_path))
     assert not temporary.exists()
-    gn_bake_format.free(str(tmp_path))
+    gn_bake.free(str(tmp_path))
     assert not os.path.exists(tmp_path / "meta") and not os.path.exists(tmp_path / "blobs")
 
 
@@ -84,8 +85,8 @@ def test_format_round_trip_is_exact_and_small(tmp_path):
 def test_corrupt_or_foreign_frames_are_named(tmp_path, damage, message):
     root = str(tmp_path)
     positions, velocities = _flakes(10)
-    gn_bake_format.write_frame(root, 1, positions, velocities)
-    meta, blob = gn_bake_format.meta_path(root, 1), gn_bake_format.blob_path(root, 1)
+    gn_bake.write_frame(root, 1, positions, velocities)
+    meta, blob = gn_bake.meta_path(root, 1), gn_bake.blob_path(root, 1)
     data = json.loads(open(meta).read())
     named = meta
     if damage == "truncated blob":
@@ -109,8 +110,8 @@ def test_corrupt_or_foreign_frames_are_named(tmp_path, damage, message):
         data["items"]["0"]["data"]["pointcloud"]["attributes"][0]["data"]["size"] = 100
     if damage in ("other version", "foreign json", "blob outside the folder", "wrong size"):
         open(meta, "w").write(json.dumps(data))
-    for read in (gn_bake_format.check_frame, gn_bake_format.read_frame):
-        with pytest.raises(gn_bake_format.GnBakeError, match=message) as error:
+    for read in (gn_bake.check_frame, gn_bake.read_frame):
+        with pytest.raises(gn_bake.GnBakeError, match=message) as error:
             read(root, 1)
         assert named in str(error.value) and "Traceback" not in str(error.value)
         assert isinstance(error.value, bake_cache.BakeCacheError)
@@ -170,7 +171,7 @@ def test_bake_reads_back_exactly_in_plain_blender(addon, tools, tmp_path, gn_rou
     meta = json.loads(open(os.path.join(scene_cache_folder(str(tmp_path / "cache"), scene),
                                         "bake.json")).read())
     assert meta["flakes"]["format"] == "gn_bake"
-    stored = {f: gn_bake_format.read_frame(root, f) for f in range(1, 5)}
+    stored = {f: gn_bake.read_frame(root, f) for f in range(1, 5)}
     count = scene.snowfall.flake_count
     for frame in range(1, 5):        # here, with the add-on: Blender's evaluation
         positions, velocities, alive = particle_output.evaluate_flakes(emitter, frame)
@@ -225,7 +226,7 @@ def _streak_scene(tmp_path, velocity_name):
         positions = np.array([[-1.0, 0.0, za], [1.0, 0.0, 0.5 - 0.1 * (frame - 1)]],
                              np.float32)
         velocities = np.array([[0.0, 0.0, -2.4], [0.0, 0.0, -12.0]], np.float32)
-        gn_bake_format.write_frame(root, frame, positions, velocities)
+        gn_bake.write_frame(root, frame, positions, velocities)
     obj = gn_flakes.ensure_flakes(scene, "Flakes", root, flake_size=0.06, size_random=0.0)
     gn_flakes.finish(obj, 1, 6)
     for node in obj.modifiers[gn_flakes.MODIFIER_NAME].node_group.nodes:

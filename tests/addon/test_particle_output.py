@@ -15,6 +15,7 @@ bpy = pytest.importorskip("bpy")
 from snowfall.blender_compat import node_tree  # noqa: E402
 from snowfall.operators import particle_output  # noqa: E402
 from snowfall.snow_addon.errors import SnowInputError  # noqa: E402
+from snowfall.snow_addon.formats import frame_store  # noqa: E402
 
 pytestmark = pytest.mark.blender
 
@@ -103,7 +104,7 @@ def test_subframe_error_of_the_velocity_step_is_bounded(saved_scene):
         got, _, _ = particle_output.evaluate_flakes(emitter, sub)
         # Hermite with exact tangents on straight uniform motion is the straight line.
         expected = start + velocity * np.float32((sub - 1) / fps)
-        assert np.abs(got - expected).max() <= particle_output.SUBFRAME_ERROR
+        assert np.abs(got - expected).max() <= frame_store.SUBFRAME_ERROR
 
 
 def test_between_frames_blender_follows_the_velocity(saved_scene):

@@ -1,10 +1,10 @@
-"""The bake thread's copy of a frame's flakes (operators.frame_store, no bpy): the respawn
+"""The bake thread's copy of a frame's flakes (snow_addon.formats.frame_store, no bpy): the respawn
 counts the point cache compares carry no engine flag bits, so a flake the wind lifts as a
 grain of blowing snow is not taken for a respawned one."""
 import numpy as np
 
 from snowfall.kernels.reference.flakes import BLOWING
-from snowfall.operators import frame_store
+from snowfall.snow_addon.formats import frame_store
 from snowfall.snow_addon import Simulation, SnowSettings
 from snowfall.snow_addon.scenes import box_test
 

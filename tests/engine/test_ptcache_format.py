@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from snowfall.operators import ptcache_format as pf
+from snowfall.snow_addon.formats import ptcache as pf
 
 
 def _flake_records(count, seed=0):

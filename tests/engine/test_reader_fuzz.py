@@ -17,7 +17,7 @@ import zlib
 import numpy as np
 import pytest
 
-from snowfall.operators import gn_bake_format, ptcache_format as pf
+from snowfall.snow_addon.formats import gn_bake, ptcache as pf
 from snowfall.snow_addon import bake_cache, exr
 from snowfall.snow_addon.bake_cache import BakeCacheError
 
@@ -494,7 +494,7 @@ def _gn_root(tmp_path, seeds=True):
     rng = np.random.default_rng(5)
     pos = rng.standard_normal((4, 3)).astype(np.float32)
     vel = rng.standard_normal((4, 3)).astype(np.float32)
-    gn_bake_format.write_frame(root, 3, pos, vel,
+    gn_bake.write_frame(root, 3, pos, vel,
                                np.arange(4, dtype=np.int8) if seeds else None)
     return root
 
@@ -557,8 +557,8 @@ def _lying_gn_metas(meta):
 def test_gn_bake_reader_fuzz(fuzz, tmp_path):
     rng = np.random.default_rng(11)
     root = _gn_root(tmp_path)
-    meta_path = gn_bake_format.meta_path(root, 3)
-    blob_path = gn_bake_format.blob_path(root, 3)
+    meta_path = gn_bake.meta_path(root, 3)
+    blob_path = gn_bake.blob_path(root, 3)
     meta, blob = open(meta_path, "rb").read(), open(blob_path, "rb").read()
 
     def read(meta_bytes=meta, blob_bytes=blob):
@@ -566,7 +566,7 @@ def test_gn_bake_reader_fuzz(fuzz, tmp_path):
             handle.write(meta_bytes)
         with open(blob_path, "wb") as handle:
             handle.write(blob_bytes)
-        return gn_bake_format.read_frame(root, 3)
+        return gn_bake.read_frame(root, 3)
 
     fuzz.case("valid", read, _check_gn)
     assert fuzz.read == 1
@@ -581,7 +581,7 @@ def test_gn_bake_reader_fuzz(fuzz, tmp_path):
     for what, changed in _lying_gn_metas(json.loads(meta)):
         fuzz.case(what, lambda d=changed: read(meta_bytes=d), _check_gn, path=root)
         fuzz.case(f"{what} (check_frame)", lambda d=changed: (
-            read(meta_bytes=d), gn_bake_format.check_frame(root, 3))[1],
+            read(meta_bytes=d), gn_bake.check_frame(root, 3))[1],
             lambda n: None if type(n) is int and n >= 0 else f"count {n!r}", path=root)
     fuzz.assert_clean()
     assert fuzz.cases >= 900

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..snow_addon.bake_cache import BakeCacheError, write_atomic
+from ..bake_cache import BakeCacheError, write_atomic
 
 MAGIC = b"BPHYSICS"
 EXTENSION = ".bphys"

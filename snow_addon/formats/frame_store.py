@@ -8,7 +8,7 @@ so the benchmark measures the add-on's own output path. Flake frame f is written
 f+1 is known: flakes that respawn at f+1 (or leave the camera's view then) get birth time
 f+1 in frame f's records, so Blender hides them through (f, f+1) and motion blur draws no
 streak (docs/particles.md). Bakes for Blender 4.2 to 4.5 write the flakes as a Geometry
-Nodes bake instead (``flake_format`` GN_BAKE, gn_bake_format.py): every frame holds its
+Nodes bake instead (``flake_format`` GN_BAKE, gn_bake.py): every frame holds its
 velocities, which Cycles blurs along, so the respawn marks are not needed there.
 """
 from __future__ import annotations
@@ -20,9 +20,9 @@ import os
 
 import numpy as np
 
-from ..snow_addon import bake_cache
-from ..snow_addon.flakes import COUNT_BITS
-from . import gn_bake_format, ptcache_format
+from .. import bake_cache
+from ..flakes import COUNT_BITS
+from . import gn_bake, ptcache
 
 CACHE_NAME = "snowfall_flakes"
 CACHE_INDEX = 0
@@ -49,7 +49,7 @@ def velocity_step_for(fps: float) -> float:
 
 
 def flake_file_name(frame: int) -> str:
-    return ptcache_format.cache_filename(CACHE_NAME, frame, CACHE_INDEX)
+    return ptcache.cache_filename(CACHE_NAME, frame, CACHE_INDEX)
 
 
 def encode_flake_frame(positions, velocities, births, compression: int,
@@ -66,14 +66,14 @@ def encode_flake_frame(positions, velocities, births, compression: int,
     times = np.empty((count, 3), np.float32)
     times[:, 0] = births
     times[:, 1:] = NEVER_FRAME
-    if compression == ptcache_format.COMPRESS_NONE:
-        records = ptcache_format.flake_records(positions, velocities, times[:, 0], times[:, 1],
+    if compression == ptcache.COMPRESS_NONE:
+        records = ptcache.flake_records(positions, velocities, times[:, 0], times[:, 1],
                                                times[:, 2])
-        return [ptcache_format.encode_frame(records, ptcache_format.FLAKE_FRAME_TYPES)]
-    return ptcache_format.encode_compressed(
-        {ptcache_format.BPHYS_DATA_LOCATION: positions,
-         ptcache_format.BPHYS_DATA_VELOCITY: velocities,
-         ptcache_format.BPHYS_DATA_TIMES: times}, count, compression)
+        return [ptcache.encode_frame(records, ptcache.FLAKE_FRAME_TYPES)]
+    return ptcache.encode_compressed(
+        {ptcache.BPHYS_DATA_LOCATION: positions,
+         ptcache.BPHYS_DATA_VELOCITY: velocities,
+         ptcache.BPHYS_DATA_TIMES: times}, count, compression)
 
 
 #: FlakeSystem arrays a frame's host copy holds, one row each (respawn_count as uint32).
@@ -207,7 +207,7 @@ class FrameStore:
                 # byte (a point's index is no longer its flake).
                 seeds = np.flatnonzero(visible).astype(np.uint8).view(np.int8)
                 positions, velocities = positions[visible], velocities[visible]
-            self.record.flakes[frame] = gn_bake_format.write_frame(
+            self.record.flakes[frame] = gn_bake.write_frame(
                 self.flake_dir, frame, positions, velocities, seeds)
             return
         if visible is not None and not visible.all():

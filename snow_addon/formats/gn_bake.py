@@ -33,7 +33,7 @@ import re
 
 import numpy as np
 
-from ..snow_addon import bake_cache
+from .. import bake_cache
 
 #: The only bake file version Blender 4.2 to 5.2 read (bake_items_serialize.cc).
 BAKE_FILE_VERSION = 3
