@@ -268,6 +268,11 @@ def bake_file(path: str, output: str | None = None, frame_start: int | None = No
     registered = hasattr(bpy.types.Scene, "snowfall")
     if not registered:
         register()
+    from .ownership import baking_for
+
+    # The bake is the saved file's: run again after a kill, the same command resumes it.
+    identity = baking_for(os.path.abspath(output) if output else bpy.data.filepath)
+    identity.__enter__()
     try:
         if bpy.context.scene != scene:
             if bpy.context.window is not None:
@@ -329,6 +334,7 @@ def bake_file(path: str, output: str | None = None, frame_start: int | None = No
         save_blend(target, log)
         return job.frame
     finally:
+        identity.__exit__(None, None, None)
         if not registered:
             unregister()
 

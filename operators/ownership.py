@@ -20,6 +20,7 @@ it. The rules:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -29,7 +30,10 @@ import bpy
 from ..snow_addon import bake_cache
 from ..snow_addon.bake_cache import BakeCacheError, BakeFolder
 from ..snow_addon.errors import SnowInputError
+from ..snow_addon.formats import gn_bake
 from ..properties import scene_bake_folder, terrain_objects
+from . import gn_flakes, particle_output, snow_output, snow_surface
+from .scene_io import flake_cache_folder, read_terrain, scene_fences
 
 #: Scenes (pointers) whose bake ``adopt_lost_bakes`` picked up from the folder since the
 #: file was opened: a Resume of such a complete bake finishes (the file then shows it)
@@ -46,11 +50,33 @@ def owner_id(scene, create: bool = False) -> str:
     return props.bake_owner
 
 
+#: The .blend a headless bake writes its result to (``--output``), while it bakes: its
+#: bakes are that file's (``baking_for``). Empty: the session's own file.
+_TARGETS: list = []
+
+
+def blend_identity() -> str:
+    """The .blend whose bakes this session makes: the headless ``--output`` while one bakes
+    for it, else the open file."""
+    return _TARGETS[-1] if _TARGETS else bpy.data.filepath
+
+
+@contextlib.contextmanager
+def baking_for(path: str):
+    """Bake (and check folders) as the .blend ``path``, which the result is saved to: a
+    headless ``--output`` run again after a kill resumes the bake that file owns."""
+    _TARGETS.append(os.path.abspath(path))
+    try:
+        yield
+    finally:
+        _TARGETS.pop()
+
+
 def owner_record(scene, folder: str) -> dict:
     """bake.json's owner entry for a bake of ``scene`` in ``folder`` (makes the id). The
     folder counts as baked since the file was last saved (``saved_as``)."""
     _UNSAVED[os.path.normpath(folder)] = scene.name
-    return bake_cache.owner_record(owner_id(scene, create=True), bpy.data.filepath, folder)
+    return bake_cache.owner_record(owner_id(scene, create=True), blend_identity(), folder)
 
 
 #: Bake folders written (baked, resumed, claimed) in this session since its .blend was last
@@ -101,7 +127,7 @@ def _same(a, b) -> bool:
 
 def status(scene, folder: str):
     """(status, owner) of ``folder`` for this file (``bake_cache.owner_status``)."""
-    return bake_cache.owner_status(folder, owner_id(scene), bpy.data.filepath,
+    return bake_cache.owner_status(folder, owner_id(scene), blend_identity(),
                                    by_setting=_same(folder, scene_bake_folder(scene)))
 
 
@@ -144,8 +170,6 @@ class FreePlan:
 
 def emitter_folder(emitter):
     """The bake folder (``<cache>/<scene>``) the flake emitter reads, or None."""
-    from . import particle_output
-
     if emitter is None:
         return None
     try:
@@ -181,12 +205,43 @@ def plan_free(scene) -> FreePlan:
     return plan
 
 
+def free_bake(scene) -> list:
+    """Remove the baked snow, flakes and resume state of ``scene`` from the .blend, and the
+    files of this file's own bake from disk; the files of another file's bake (a Save As
+    copy's flakes still read the original's folder; a folder shared with another file) are
+    kept (plan_free). Returns a note per folder kept. BakeCacheError, before
+    anything changes, when a folder of this file's bake cannot be changed (read-only)."""
+    props = scene.snowfall
+    plan = plan_free(scene)
+    for obj in terrain_objects(props):
+        snow_output.free_snow(obj)       # per-frame attributes (also of older bakes)
+    snow_surface.free_surface()
+    emitter = props.flake_emitter
+    if emitter is not None:
+        if plan.emitter_files:
+            particle_output.free_flake_bake(emitter)
+        props.flake_emitter = None
+        mesh = emitter.data
+        bpy.data.objects.remove(emitter)
+        if mesh is not None and mesh.users == 0:
+            bpy.data.meshes.remove(mesh)
+    for folder in plan.folders:
+        # A Geometry Nodes flake bake's meta/ and blobs/ (also without its object).
+        gn_bake.free(os.path.join(folder, bake_cache.FLAKE_DIR))
+        BakeFolder(folder).free()   # this add-on's files, and the folder when empty
+    props.has_bake = False
+    props.baked_frame_start = 0
+    props.baked_frame_end = 0
+    return plan.kept
+
+
 # --- before a bake changes anything ----------------------------------------------------------
 
-def check_bake(job, context) -> None:
+def check_bake(job, context, vertex_frames: bool) -> None:
     """Called by ``BakeJob`` before it changes the file or the disk: the folder must be
     this file's and writable, a new bake must be able to free the old one, a bake in the
-    per-vertex snow form needs a terrain whose modifiers keep its vertex count, and the
+    per-vertex snow form (a resumed bake's own form; ``vertex_frames`` for a new one:
+    bake.VERTEX_SNOW_FRAMES) needs a terrain whose modifiers keep its vertex count, and the
     disk must have room for the bake. Raises SnowInputError (nothing changed)."""
     scene = job.scene
     check_writable_by(scene, job.cache)
@@ -194,10 +249,8 @@ def check_bake(job, context) -> None:
     if job.resume:
         vertex = _folder_vertex_frames(job.folder)
     else:
-        from . import bake
-
         plan_free(scene)
-        vertex = bool(bake.VERTEX_SNOW_FRAMES)
+        vertex = bool(vertex_frames)
         _check_disk_space(job)
     if vertex:
         for part in job.parts:
@@ -262,8 +315,6 @@ def write_info_file(job, flake_count: int) -> None:
     """The flake cache's info file, written while a bake starts: a full disk or a folder
     that turned read-only ends the start with a message naming the file, and the new bake
     is taken back out of the .blend and the folder (nothing half made)."""
-    from . import particle_output
-
     try:
         particle_output.ensure_info_file(job.emitter, flake_count)
     except OSError as error:
@@ -276,8 +327,6 @@ def write_info_file(job, flake_count: int) -> None:
 def _undo_start(job) -> None:
     """Take a bake that failed to start back out: the flake emitter it made, its snow
     display, the files it wrote (a fresh bake: the bake before it was already freed)."""
-    from .bake import free_bake
-
     props = job.scene.snowfall
     if props.flake_emitter is None and getattr(job, "emitter", None) is not None:
         props.flake_emitter = job.emitter
@@ -306,8 +355,6 @@ def matching_bake(context, scene):
     """(folder, meta, record) of the bake in ``scene``'s folder when it is this file's and
     was made from the scene as it is (scene, first frame, substeps, terrain, fences and
     settings), else None. Reads the terrain (no simulation)."""
-    from .bake import _fingerprint, _terrain_digest
-    from .scene_io import read_terrain, scene_fences
     from ..properties import to_snow_settings
 
     folder = scene_bake_folder(scene)
@@ -331,12 +378,12 @@ def matching_bake(context, scene):
         return None
     try:
         terrain = read_terrain(context, objects)
-        digest = _terrain_digest(terrain.vertices, terrain.triangles,
-                                 scene_fences(context, objects))
+        digest = bake_cache.terrain_digest(terrain.vertices, terrain.triangles,
+                                           scene_fences(context, objects))
         settings = to_snow_settings(scene.snowfall, scene, scene.frame_start, scene.frame_end)
     except SnowInputError:
         return None
-    if meta.get("terrain_sha256") != digest or record.fingerprint != _fingerprint(
+    if meta.get("terrain_sha256") != digest or record.fingerprint != bake_cache.fingerprint(
             settings, digest, scene.frame_start, int(scene.snowfall.substeps), record.frame):
         return None
     return folder, meta, record
@@ -346,7 +393,6 @@ def show_folder_bake(scene, folder: str, meta: dict, record) -> int | None:
     """Rebuild Blender's side of the bake in ``folder`` (flake emitter, snow surface, the
     baked range) from its files, without simulating; returns the last frame shown, or None
     when nothing can be shown this way (a bake in the older per-vertex form: Resume)."""
-    from . import bake, gn_flakes, particle_output, snow_surface
     from ..snow_addon.formats.frame_store import GN_BAKE, PTCACHE
     from ..properties import cache_folder_setting, unit_scale
     from ..snow_addon.grid import HeightmapGrid
@@ -362,13 +408,13 @@ def show_folder_bake(scene, folder: str, meta: dict, record) -> int | None:
         last += 1
     if last < first:
         return None
-    cache_dir = bake.flake_cache_folder(props.cache_folder, scene)
+    cache_dir = flake_cache_folder(props.cache_folder, scene)
     if flakes.get("format", PTCACHE) == GN_BAKE:
-        emitter = gn_flakes.ensure_flakes(scene, bake.FLAKE_EMITTER_NAME, cache_dir,
-                                          flake_size=float(props.flake_size))
+        emitter = gn_flakes.ensure_flakes(scene, particle_output.FLAKE_EMITTER_NAME,
+                                          cache_dir, flake_size=float(props.flake_size))
     else:
         emitter = particle_output.ensure_flake_system(
-            scene, bake.FLAKE_EMITTER_NAME, int(flakes["count"]),
+            scene, particle_output.FLAKE_EMITTER_NAME, int(flakes["count"]),
             flake_size=float(props.flake_size), cache_dir=cache_dir)
         particle_output.ensure_info_file(emitter, int(flakes["count"]))
     grid = HeightmapGrid(float(snow["x0"]), float(snow["y0"]), float(snow["spacing"]),
