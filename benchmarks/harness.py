@@ -37,9 +37,9 @@ import time
 from dataclasses import dataclass
 
 from ..snow_addon import stages
-from ..snow_addon.cli import build_simulation
 from ..snow_addon.errors import SnowInputError, SnowMemoryError
-from ..snow_addon.presets import CPU_BENCHMARK_SCENES, GPU_BENCHMARK_SCENES, get_preset
+from ..snow_addon.presets import (CPU_BENCHMARK_SCENES, GPU_BENCHMARK_SCENES, build_simulation,
+                                  get_preset)
 
 #: The published figures the engine competes with (printed next to the results).
 PUBLISHED = (

@@ -23,7 +23,6 @@ A bake's running state lives only in this module's ``_RUNNING`` table, never in 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -32,22 +31,20 @@ import bpy
 import numpy as np
 
 from .. import blender_compat
-from ..panels.wind_overlay import WindOverlay
 from ..snow_addon import bake_cache
 from ..snow_addon.bake_cache import BakeCacheError, BakeFolder, BakeWriter, CommitRecord
 from ..snow_addon.errors import SnowInputError
-from ..snow_addon.settings import SnowSettings
-from ..properties import (DEFAULT_CACHE_FOLDER, cache_folder_setting,  # noqa: F401
-                          flake_radius,
-                          resume_available, terrain_objects, to_snow_settings, unit_scale)
+from ..properties import (cache_folder_setting, flake_radius, terrain_objects, to_snow_settings,
+                          unit_scale)
 from ..snow_addon.formats import gn_bake
 from ..snow_addon.formats.frame_store import (GN_BAKE, PTCACHE, SUBFRAME_ERROR, FlakeCopier,
                                               FrameStore, flake_file_name)
 from . import engine, gn_flakes, ownership, particle_output, snow_output, snow_surface
 from .engine import WARM_UP_TASK
-from .scene_io import read_terrain, resolve_cache_folder, scene_fences
+from .particle_output import FLAKE_EMITTER_NAME
+from .shown_wind import ShownWind
+from .scene_io import flake_cache_folder, read_terrain, resolve_cache_folder, scene_fences
 
-FLAKE_EMITTER_NAME = "Snowfall Flakes"
 META_NAME = bake_cache.META_NAME
 #: Frames the writer thread may hold queued before Bake waits for it (bounds memory).
 WRITER_QUEUE = 2
@@ -83,47 +80,6 @@ def scene_cache_folder(cache_root: str, scene) -> str:
     return os.path.join(cache_root, bpy.path.clean_name(scene.name))
 
 
-def flake_cache_folder(cache_folder: str, scene) -> str:
-    """The particle cache folder: ``<cache folder>/<scene>/flakes/``, kept blend-relative
-    ("//...") when the cache folder is, so it travels with the .blend."""
-    raw = cache_folder.strip() or cache_folder_setting(scene)
-    scene_dir = bpy.path.clean_name(scene.name)
-    if raw.startswith("//"):
-        return raw.rstrip("/\\") + "/" + scene_dir + "/" + bake_cache.FLAKE_DIR + "/"
-    return os.path.join(os.path.normpath(bpy.path.abspath(raw)), scene_dir,
-                        bake_cache.FLAKE_DIR) + os.sep
-
-
-def _fingerprint(settings: SnowSettings, terrain_digest: str, frame_start: int, substeps: int,
-                 frame: int) -> str:
-    """What the baked state of ``frame`` depends on: the settings (animated wind only up to
-    that frame's time, so extending the scene's end frame keeps Resume possible), the
-    terrain and the porous fences (``terrain_digest``), the start frame and the substeps."""
-    values = settings.to_dict()
-    seconds = (frame - frame_start) * substeps * settings.time_step
-    values["wind_keys"] = [k for k in settings.wind_keys if k[0] <= seconds + 1e-9]
-    digest = hashlib.sha256()
-    digest.update(json.dumps(values, sort_keys=True, default=str).encode())
-    digest.update(json.dumps([int(frame_start), int(substeps), terrain_digest]).encode())
-    return digest.hexdigest()
-
-
-def _terrain_digest(vertices, triangles, fences=()) -> str:
-    """SHA-256 of the terrain's world-space arrays and of the porous fences (snow_addon.
-    fences.PorousFence: porosity, vertices, triangles), so that a resume refuses a changed
-    fence as it does a changed terrain. Without fences it is the terrain's digest alone, as
-    bakes made before fences recorded it."""
-    digest = hashlib.sha256()
-    digest.update(np.ascontiguousarray(vertices, dtype=np.float64).tobytes())
-    digest.update(np.ascontiguousarray(triangles, dtype=np.int64).tobytes())
-    for fence in fences:
-        digest.update(json.dumps(["porous fence", float(fence.porosity), len(fence.vertices),
-                                  len(fence.triangles)]).encode())
-        digest.update(np.ascontiguousarray(fence.vertices, dtype=np.float64).tobytes())
-        digest.update(np.ascontiguousarray(fence.triangles, dtype=np.int64).tobytes())
-    return digest.hexdigest()
-
-
 def read_meta(folder: str):
     """bake.json of a scene's cache folder with the last committed frame as ``frame``, or
     None when the folder holds no bake."""
@@ -135,11 +91,6 @@ def read_meta(folder: str):
     meta["frame"] = record.complete if record is not None else None
     meta["checkpoint_frame"] = record.frame if record is not None else None
     return meta
-
-
-def free_cache(folder: str) -> None:
-    """Remove this add-on's files from a scene cache folder (and the folder when empty)."""
-    BakeFolder(folder).free()
 
 
 class BakeJob:
@@ -191,8 +142,9 @@ class BakeJob:
         self.cache = scene_cache_folder(cache_root, scene)
         self.folder = BakeFolder(self.cache)
         self.settings = settings
-        self.terrain_digest = _terrain_digest(vertices, triangles, self.fences)
-        ownership.check_bake(self, context)   # this file's folder, writable, room on disk
+        self.terrain_digest = bake_cache.terrain_digest(vertices, triangles, self.fences)
+        # this file's folder, writable, room on disk
+        ownership.check_bake(self, context, bool(VERTEX_SNOW_FRAMES))
         point = None
         if resume:
             point = self._resume_point()
@@ -247,7 +199,7 @@ class BakeJob:
         if resume:
             self._reopen(point)
         else:
-            free_bake(scene)
+            ownership.free_bake(scene)
             self.frame = self.frame_start
             self.flake_format = blender_compat.FLAKE_CACHE
             self.emitter = self._ensure_flakes()
@@ -289,7 +241,7 @@ class BakeJob:
         self.flush_seconds = 0.0
         self.writer = BakeWriter(WRITER_QUEUE)
         #: Whether the next frames carry a copy of the wind for the viewport's overlay.
-        self.publish_wind = WindOverlay.wants_field(scene)
+        self.publish_wind = ShownWind.wants_field(scene)
         self._checkpoint_time = time.perf_counter()
         self._checkpoint_frame = self.frame if resume else None
         self.checkpoint_seconds = checkpoint_seconds()
@@ -307,8 +259,8 @@ class BakeJob:
         self.stage = "baking"
 
     def fingerprint(self, frame: int) -> str:
-        return _fingerprint(self.settings, self.terrain_digest, self.frame_start, self.substeps,
-                            frame)
+        return bake_cache.fingerprint(self.settings, self.terrain_digest, self.frame_start,
+                                      self.substeps, frame)
 
     def _meta(self) -> dict:
         scene, grid = self.scene, self.sim.heightmap.grid
@@ -570,8 +522,8 @@ class BakeJob:
         if not done.first:
             props.seconds_per_frame = self.seconds_per_frame or 0.0
         if done.wind is not None:  # the viewport shows the wind while baking
-            WindOverlay.publish(done.wind, done.step, done.time, source="bake")
-        self.publish_wind = WindOverlay.wants_field(self.scene)
+            ShownWind.publish(done.wind, done.step, done.time, source="bake")
+        self.publish_wind = ShownWind.wants_field(self.scene)
         self.output_seconds += time.perf_counter() - started
 
     def _snapshot(self, frame: int) -> dict:
@@ -838,36 +790,6 @@ def _format_seconds(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def free_bake(scene) -> list:
-    """Remove the baked snow, flakes and resume state of ``scene`` from the .blend, and the
-    files of this file's own bake from disk; the files of another file's bake (a Save As
-    copy's flakes still read the original's folder; a folder shared with another file) are
-    kept (ownership.plan_free). Returns a note per folder kept. BakeCacheError, before
-    anything changes, when a folder of this file's bake cannot be changed (read-only)."""
-    props = scene.snowfall
-    plan = ownership.plan_free(scene)
-    for obj in terrain_objects(props):
-        snow_output.free_snow(obj)       # per-frame attributes (also of older bakes)
-    snow_surface.free_surface()
-    emitter = props.flake_emitter
-    if emitter is not None:
-        if plan.emitter_files:
-            particle_output.free_flake_bake(emitter)
-        props.flake_emitter = None
-        mesh = emitter.data
-        bpy.data.objects.remove(emitter)
-        if mesh is not None and mesh.users == 0:
-            bpy.data.meshes.remove(mesh)
-    for folder in plan.folders:
-        # A Geometry Nodes flake bake's meta/ and blobs/ (also without its object).
-        gn_bake.free(os.path.join(folder, bake_cache.FLAKE_DIR))
-        free_cache(folder)
-    props.has_bake = False
-    props.baked_frame_start = 0
-    props.baked_frame_end = 0
-    return plan.kept
-
-
 class _BakeBase:
     bl_options = {"REGISTER"}
     resume = False
@@ -1048,7 +970,7 @@ class SNOWFALL_OT_free(bpy.types.Operator):
 
     def execute(self, context):
         try:
-            kept = free_bake(context.scene)
+            kept = ownership.free_bake(context.scene)
         except SnowInputError as error:          # a read-only folder: nothing was freed
             self.report({"ERROR"}, str(error))
             return {"CANCELLED"}

@@ -24,6 +24,7 @@ import numpy as np
 from .. import blender_compat
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.formats import gn_bake
+from .flake_material import ensure_flake_material
 
 MODIFIER_NAME = "SnowfallFlakesGN"
 GROUP_NAME = "SnowfallFlakesGN"
@@ -87,8 +88,6 @@ def _configure(modifier, obj, enabled: bool) -> None:
 def _ensure_group(flake_size: float, size_random: float):
     """The node group: Bake node -> velocity from the planes -> radius -> drop the planes ->
     snow material. Rebuilt on every call (a few nodes), so it always matches the add-on."""
-    from .particle_output import _ensure_snow_material
-
     group = bpy.data.node_groups.get(GROUP_NAME)
     if group is None:
         group = bpy.data.node_groups.new(GROUP_NAME, "GeometryNodeTree")
@@ -151,7 +150,7 @@ def _ensure_group(flake_size: float, size_random: float):
         links.new(geometry, remove.inputs[0])
         geometry = remove.outputs[0]
     material = nodes.new("GeometryNodeSetMaterial")
-    material.inputs["Material"].default_value = _ensure_snow_material(flake_size)
+    material.inputs["Material"].default_value = ensure_flake_material(flake_size)
     links.new(geometry, material.inputs[0])
     links.new(material.outputs[0], group_out.inputs[0])
     for column, node in enumerate(nodes):

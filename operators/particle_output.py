@@ -30,7 +30,6 @@ import os
 import bpy
 import numpy as np
 
-from ..blender_compat import node_tree
 from ..snow_addon.bake_cache import write_atomic
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.formats import ptcache
@@ -38,10 +37,13 @@ from ..snow_addon.formats import ptcache
 from ..snow_addon.formats.frame_store import (BIRTH_FRAME, CACHE_INDEX, CACHE_NAME, NEVER_FRAME,
                                               encode_flake_frame, velocity_step_for)
 from . import gn_flakes
+from .flake_material import ensure_flake_material
 
+#: The flakes object of a bake, in either form (this particle system, or the Geometry
+#: Nodes bake of gn_flakes.py).
+FLAKE_EMITTER_NAME = "Snowfall Flakes"
 SYSTEM_NAME = "SnowfallFlakes"
 FLAKE_OBJECT_NAME = "SnowfallFlake"
-FLAKE_MATERIAL_NAME = "SnowfallFlake"
 TEMPLATE_COLLECTION_NAME = "SnowfallTemplates"
 #: At most this many flakes are drawn in the viewport (render draws all).
 VIEWPORT_FLAKES = 200_000
@@ -198,7 +200,7 @@ def _ensure_flake_object(flake_size: float):
         templates.use_fake_user = True
     if flake.name not in templates.objects:
         templates.objects.link(flake)
-    material = _ensure_snow_material(flake_size)
+    material = ensure_flake_material(flake_size)
     if material.name not in flake.data.materials:
         flake.data.materials.clear()
         flake.data.materials.append(material)
@@ -208,65 +210,6 @@ def _ensure_flake_object(flake_size: float):
 #: Flakes vary in radius from (1 - FLAKE_SIZE_RANDOM) times the flake size up to it (a
 #: third to all of it: real flakes range from single crystals to aggregates).
 FLAKE_SIZE_RANDOM = 0.67
-#: Share of the flake's light that passes through it (Translucent BSDF) rather than being
-#: scattered back (Principled): a thin, lacy flake lit from behind glows.
-FLAKE_TRANSLUCENCY = 0.35
-#: Exponent on the Layer Weight "Facing" output that fades a flake to transparent toward
-#: its rim (1: linear from the centre); with Cycles' motion blur a flake renders as a soft
-#: white disc or streak, not a hard-edged bead.
-FLAKE_EDGE_SOFTNESS = 3.0
-
-
-def _ensure_snow_material(flake_size: float):
-    """The flake material: white snow that scatters light (Principled, rough, faintly blue)
-    and lets a share of it through (Translucent), fading to transparent toward the rim
-    seen from the camera (Layer Weight "Facing"), so a flake renders as a soft white disc
-    and, under motion blur, a soft streak. Rebuilt on every call (a handful of nodes), so a
-    file baked by an older version gets the current look on its next bake."""
-    material = bpy.data.materials.get(FLAKE_MATERIAL_NAME)
-    if material is None:
-        material = bpy.data.materials.new(FLAKE_MATERIAL_NAME)
-    tree = node_tree(material)
-    nodes, links = tree.nodes, tree.links
-    nodes.clear()
-    output = nodes.new('ShaderNodeOutputMaterial')
-    principled = nodes.new('ShaderNodeBsdfPrincipled')
-    values = {
-        "Base Color": (0.93, 0.95, 1.0, 1.0),
-        "Roughness": 0.6,
-        "Sheen Weight": 0.3,
-        "Sheen Roughness": 0.5,
-        "Specular IOR Level": 0.3,
-    }
-    for name, value in values.items():
-        if name in principled.inputs:
-            principled.inputs[name].default_value = value
-    translucent = nodes.new('ShaderNodeBsdfTranslucent')
-    translucent.inputs["Color"].default_value = (0.9, 0.93, 1.0, 1.0)
-    lit = nodes.new('ShaderNodeMixShader')
-    lit.inputs[0].default_value = FLAKE_TRANSLUCENCY
-    links.new(principled.outputs[0], lit.inputs[1])
-    links.new(translucent.outputs[0], lit.inputs[2])
-    layer = nodes.new('ShaderNodeLayerWeight')
-    layer.inputs["Blend"].default_value = 0.5
-    rim = nodes.new('ShaderNodeMath')
-    rim.operation = 'POWER'
-    rim.inputs[1].default_value = FLAKE_EDGE_SOFTNESS
-    links.new(layer.outputs["Facing"], rim.inputs[0])
-    transparent = nodes.new('ShaderNodeBsdfTransparent')
-    soft = nodes.new('ShaderNodeMixShader')
-    links.new(rim.outputs[0], soft.inputs[0])
-    links.new(lit.outputs[0], soft.inputs[1])
-    links.new(transparent.outputs[0], soft.inputs[2])
-    links.new(soft.outputs[0], output.inputs["Surface"])
-    for index, node in enumerate((principled, translucent, layer, rim, lit, transparent,
-                                  soft, output)):
-        node.location = (200.0 * (index // 2), -220.0 * (index % 2))
-    if hasattr(material, "blend_method"):
-        material.blend_method = 'HASHED'           # EEVEE: the soft rim
-    material.diffuse_color = (0.93, 0.95, 1.0, 1.0)
-    material["snowfall_flake_radius"] = float(flake_size)
-    return material
 
 
 # --------------------------------------------------------------------------------------------

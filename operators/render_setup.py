@@ -15,6 +15,7 @@ import numpy as np
 
 from ..properties import flake_radius, terrain_bounds
 from . import particle_output
+from .flake_material import ensure_flake_material
 
 #: Shutter in frames: 0.25, a 90 degree shutter (1/96 s at 24 fps): flakes in a 10 m/s
 #: wind draw streaks of about 10 cm, a few times their size, instead of the faint smears
@@ -46,7 +47,7 @@ def setup_render(scene, depth_of_field: bool = False, shutter: float = SHUTTER) 
     emitter = props.flake_emitter
     if emitter is not None:
         radius = flake_radius(props, scene)
-        particle_output._ensure_snow_material(radius)
+        ensure_flake_material(radius)
         for modifier in emitter.modifiers:
             if modifier.type == 'PARTICLE_SYSTEM' and \
                     modifier.particle_system.name == particle_output.SYSTEM_NAME:

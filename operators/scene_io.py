@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
+from ..snow_addon import bake_cache
 from ..snow_addon.errors import SnowInputError
 from ..snow_addon.fences import PorousFence, check_porosity
 from ..properties import cache_folder_setting, terrain_objects, unit_scale
@@ -276,6 +277,17 @@ def world_bounds(context, objects):
         return None
     points = np.concatenate(corners) * scale
     return points.min(axis=0), points.max(axis=0)
+
+
+def flake_cache_folder(cache_folder: str, scene) -> str:
+    """The particle cache folder: ``<cache folder>/<scene>/flakes/``, kept blend-relative
+    ("//...") when the cache folder is, so it travels with the .blend."""
+    raw = cache_folder.strip() or cache_folder_setting(scene)
+    scene_dir = bpy.path.clean_name(scene.name)
+    if raw.startswith("//"):
+        return raw.rstrip("/\\") + "/" + scene_dir + "/" + bake_cache.FLAKE_DIR + "/"
+    return os.path.join(os.path.normpath(bpy.path.abspath(raw)), scene_dir,
+                        bake_cache.FLAKE_DIR) + os.sep
 
 
 def resolve_cache_folder(props, setting: str = "cache_folder") -> str:

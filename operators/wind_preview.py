@@ -2,8 +2,8 @@
 Object (turn the shown wind into streamline curves or an arrow mesh, with a ``speed``
 point attribute and a material that colours by it, for Cycles).
 
-The wind is published into ``panels.wind_overlay.WindOverlay.store``; nothing here keeps
-state in module globals. Engine units are metres; Blender positions are divided by the
+The wind is published into ``shown_wind.ShownWind.store`` (the viewport overlay draws it);
+nothing here keeps state in module globals. Engine units are metres; Blender positions are divided by the
 scene's unit scale.
 """
 from __future__ import annotations
@@ -17,14 +17,13 @@ from bpy.props import EnumProperty, FloatProperty, IntProperty
 
 from ..blender_compat import node_tree
 from ..properties import terrain_objects, to_snow_settings, unit_scale
-from ..panels.wind_overlay import WindOverlay
-from ..snow_addon.errors import SnowInputError
 from ..snow_addon.grid import HeightmapGrid
 from ..snow_addon.wind_preview import (SPEED_COLORMAP, arrow_mesh, seed_points, slice_height,
                                        speed_scale, stride_for_density, trace_streamlines,
                                        wind_arrows)
 from .background import BackgroundOperator
 from .scene_io import read_terrain, scene_fences
+from .shown_wind import ShownWind
 
 #: Upper bound of automatic preview steps (the user can ask for more).
 MAX_AUTO_STEPS = 2000
@@ -162,7 +161,7 @@ class SNOWFALL_OT_preview_wind(BackgroundOperator, bpy.types.Operator):
                 now = time.perf_counter()
                 # each publish copies the field to the host and makes the overlay rebuild
                 # its geometry: keep that under about a third of the time
-                interval = max(self.PUBLISH_SECONDS, 3.0 * WindOverlay.store.build_seconds)
+                interval = max(self.PUBLISH_SECONDS, 3.0 * ShownWind.store.build_seconds)
                 if sim.step_index < total and now - last_publish >= interval:
                     task.post((sim.wind_field(), sim.step_index, sim.time))
                     last_publish = now
@@ -177,7 +176,7 @@ class SNOWFALL_OT_preview_wind(BackgroundOperator, bpy.types.Operator):
 
     def on_message(self, context, message):
         field, step, seconds = message
-        WindOverlay.publish(field, step, seconds, source="preview")
+        ShownWind.publish(field, step, seconds, source="preview")
 
 
 # --- wind to object ----------------------------------------------------------------------------
@@ -299,7 +298,7 @@ class SNOWFALL_OT_wind_to_object(bpy.types.Operator):
         return hasattr(context.scene, "snowfall_wind_preview")
 
     def execute(self, context):
-        field = WindOverlay.store.wind_field
+        field = ShownWind.store.wind_field
         if field is None:
             self.report({"ERROR"}, "No wind to convert: run Preview Wind (or bake) first")
             return {"CANCELLED"}
@@ -308,7 +307,7 @@ class SNOWFALL_OT_wind_to_object(bpy.types.Operator):
         stride = stride_for_density(grid, self.density or preview.density)
         seeds = seed_points(field.u, field.v, field.w, field.solid, grid, preview.placement,
                             stride, slice_height(grid, preview.slice_height))
-        speed_max = preview.speed_max or WindOverlay.store.field_speed_max()
+        speed_max = preview.speed_max or ShownWind.store.field_speed_max()
         if self.style == "STREAMLINES":
             lines = trace_streamlines(field.u, field.v, field.w, field.solid, grid, seeds,
                                       speed_max=speed_max)

@@ -9,10 +9,12 @@ An arrow over the terrain shows where the wind blows (``WindArrow``, the setting
 ``show_direction``): from the side Wind From names, downwind. Its geometry is
 ``wind_arrow`` (NumPy only; tested), drawn as lines.
 
-The field shown lives in ``WindOverlay.store`` (a ``WindPreviewStore`` owned by the
-handler manager class, not a module global); the preview and bake operators publish into
-it with ``WindOverlay.publish``. Loading a file clears it and removes the handler (the
-field belonged to the old file); unregistering removes the handler and the file hooks.
+The field shown lives in ``operators/shown_wind.ShownWind.store`` (a ``WindPreviewStore``
+owned by a class, not a module global; ``WindOverlay.store`` is the same object); the
+preview and bake operators publish into it with ``ShownWind.publish``, which tells the
+overlay (its viewer while registered) to rebuild its batches and draw. Loading a file
+clears it and removes the handler (the field belonged to the old file); unregistering
+removes the handler and the file hooks.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import math
 
 import numpy as np
 
-from ..snow_addon.wind_preview import OverlayOptions, WindPreviewStore, slice_height, speed_scale
+from ..operators.shown_wind import ShownWind
+from ..snow_addon.wind_preview import OverlayOptions, slice_height, speed_scale
 
 #: The add-on's main sidebar panel (written by the add-on core); the wind preview panel
 #: nests under it when it is registered, else it stands on its own in the same tab.
@@ -195,16 +198,14 @@ class WindOverlay:
     """Owns the 3D-view draw handler, the shown wind field and the GPU batches built from
     it. Class-level state: one overlay per Blender session."""
 
-    store = WindPreviewStore()
+    store = ShownWind.store
     _handle = None
     _batches = None       # (geometry list id, unit scale, [(primitive, shader, batch)])
 
     # --- the field ------------------------------------------------------------------------
     @classmethod
-    def publish(cls, wind_field, step_index: int = 0, time: float = 0.0,
-                source: str = "") -> None:
-        """Show ``wind_field`` (host arrays: ``Simulation.wind_field()``) from now on."""
-        cls.store.publish(wind_field, step_index, time, source)
+    def field_changed(cls) -> None:
+        """``ShownWind.publish`` showed a new field: rebuild the batches and draw it."""
         cls._batches = None
         settings = getattr(bpy.context.scene, "snowfall_wind_preview", None)
         if settings is not None and settings.show_overlay:
@@ -391,6 +392,7 @@ def register():
     """Register the settings, the sub-panel and the file-load hooks. The draw handler is
     added on demand: when a wind field is published or Show Wind is switched on."""
     bpy.utils.register_class(SnowfallWindPreviewSettings)
+    ShownWind.viewer = WindOverlay
     bpy.types.Scene.snowfall_wind_preview = PointerProperty(type=SnowfallWindPreviewSettings)
     # Nest under the main panel when it exists; otherwise stand alone in the same tab.
     if hasattr(bpy.types, PARENT_PANEL_ID):
@@ -408,6 +410,8 @@ def unregister():
     WindArrow.disable()
     WindOverlay.disable()
     WindOverlay.clear()
+    if ShownWind.viewer is WindOverlay:
+        ShownWind.viewer = None
     for hooks in (bpy.app.handlers.load_pre, bpy.app.handlers.load_post):
         while _on_load in hooks:
             hooks.remove(_on_load)

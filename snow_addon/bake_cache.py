@@ -259,6 +259,37 @@ def read_depth(path: str, shape: tuple | None = None) -> np.ndarray:
     return depth
 
 
+def fingerprint(settings, terrain_digest: str, frame_start: int, substeps: int,
+                frame: int) -> str:
+    """What the baked state of ``frame`` depends on (the progress record's ``fingerprint``,
+    which Resume compares): the settings (a ``SnowSettings``; animated wind only up to
+    that frame's time, so extending the scene's end frame keeps Resume possible), the
+    terrain and the porous fences (``terrain_digest``), the start frame and the substeps."""
+    values = settings.to_dict()
+    seconds = (frame - frame_start) * substeps * settings.time_step
+    values["wind_keys"] = [k for k in settings.wind_keys if k[0] <= seconds + 1e-9]
+    digest = hashlib.sha256()
+    digest.update(json.dumps(values, sort_keys=True, default=str).encode())
+    digest.update(json.dumps([int(frame_start), int(substeps), terrain_digest]).encode())
+    return digest.hexdigest()
+
+
+def terrain_digest(vertices, triangles, fences=()) -> str:
+    """SHA-256 of the terrain's world-space arrays and of the porous fences (snow_addon.
+    fences.PorousFence: porosity, vertices, triangles), so that a resume refuses a changed
+    fence as it does a changed terrain. Without fences it is the terrain's digest alone, as
+    bakes made before fences recorded it."""
+    digest = hashlib.sha256()
+    digest.update(np.ascontiguousarray(vertices, dtype=np.float64).tobytes())
+    digest.update(np.ascontiguousarray(triangles, dtype=np.int64).tobytes())
+    for fence in fences:
+        digest.update(json.dumps(["porous fence", float(fence.porosity), len(fence.vertices),
+                                  len(fence.triangles)]).encode())
+        digest.update(np.ascontiguousarray(fence.vertices, dtype=np.float64).tobytes())
+        digest.update(np.ascontiguousarray(fence.triangles, dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
 # --- the folder ---------------------------------------------------------------------------------
 
 @dataclass
@@ -395,9 +426,6 @@ class BakeFolder:
     @property
     def progress_path(self) -> str:
         return os.path.join(self.path, PROGRESS_NAME)
-
-    def checkpoint_path(self, frame: int) -> str:
-        return os.path.join(self.path, checkpoint_name(frame))
 
     def depth_path(self, frame: int) -> str:
         return os.path.join(self.snow_dir, depth_name(frame))
@@ -718,12 +746,6 @@ class BakeWriter:
         self._thread.join()
         self.wait_seconds += time.perf_counter() - started
         sys.setswitchinterval(self._switch_interval)
-
-
-def is_disk_error(error: BaseException) -> bool:
-    """A write failure the user fixes on the disk: full, read-only, no permission, quota."""
-    return isinstance(error, OSError) and error.errno in (
-        errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG)
 
 
 def disk_error(error: OSError, path: str, what: str) -> BakeCacheError:

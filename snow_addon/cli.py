@@ -22,7 +22,8 @@ import sys
 import time
 
 from .errors import SnowInputError
-from .presets import CPU_BENCHMARK_SCENES, GPU_BENCHMARK_SCENES, PRESETS, get_preset
+from .presets import (CPU_BENCHMARK_SCENES, GPU_BENCHMARK_SCENES, PRESETS, build_simulation,
+                      command_line_overrides, get_preset)
 from .settings import WIND_BOUNDARIES
 
 EXIT_USAGE = 2
@@ -52,29 +53,6 @@ def _wind_text(info) -> str:
             f"div {info.divergence_before:.2e} -> {info.divergence_after:.2e} 1/s, "
             f"inflow ({info.inflow[0]:.2f}, {info.inflow[1]:.2f}) m/s")
 
-
-
-def _overrides(args) -> dict:
-    """The settings the command line overrides (flakes, seed, wind boundary)."""
-    overrides = {}
-    if getattr(args, "flakes", None) is not None:
-        overrides["flake_count"] = args.flakes
-    if getattr(args, "seed", None) is not None:
-        overrides["seed"] = args.seed
-    if getattr(args, "wind_boundary", None) is not None:
-        overrides["wind_boundary"] = args.wind_boundary
-    return overrides
-
-
-def build_simulation(preset, args, profile: bool):
-    """The Simulation of a preset with the command line's overrides (flakes, seed, wind
-    boundary)."""
-    from .simulation import Simulation
-
-    settings = preset.settings(**_overrides(args))
-    settings.validate()
-    vertices, triangles = preset.terrain()
-    return Simulation(settings, vertices, triangles, backend=args.backend, profile=profile)
 
 
 # --- presets -----------------------------------------------------------------------------
@@ -217,7 +195,7 @@ def _check_output(command: str, argument: str, path: str, example: str) -> None:
 
 def _check_settings(command: str, args, scenes) -> None:
     """The overridden settings of every scene the command will run, validated now."""
-    overrides = _overrides(args)
+    overrides = command_line_overrides(args)
     for name in scenes:
         try:
             get_preset(name).settings(**overrides).validate()

@@ -260,21 +260,6 @@ class SnowDrift:
         area = self.cover.node_area
         return float(books[0]) * area, float(books[1]) * area
 
-    def friction_velocity(self) -> np.ndarray:
-        """Host (ny, nx) u* (m/s) of the latest step's surface wind (for plots and tests)."""
-        from ..kernels.reference.sampling import sample_bilinear
-
-        hm, g = self.cover.heightmap_grid, self.grid
-        x = hm.x0 + np.arange(hm.nx, dtype=np.float32)[None, :] * np.float32(hm.spacing)
-        y = hm.y0 + np.arange(hm.ny, dtype=np.float32)[:, None] * np.float32(hm.spacing)
-        x, y = np.broadcast_to(x, hm.shape), np.broadcast_to(y, hm.shape)
-        half = 0.5 * g.cell_size
-        sx = sample_bilinear(self.backend.to_host(self.wind_x), g.x0 + half, g.y0 + half,
-                             g.cell_size, x, y)
-        sy = sample_bilinear(self.backend.to_host(self.wind_y), g.x0 + half, g.y0 + half,
-                             g.cell_size, x, y)
-        return (float(self.ustar_per_speed) * np.hypot(sx, sy)).astype(np.float32)
-
     def state_dict(self) -> dict:
         host = self.backend.to_host
         return {name: np.array(host(getattr(self, name)), copy=True)

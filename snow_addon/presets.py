@@ -70,10 +70,6 @@ class Preset:
         nx, ny, nz = self.wind_cells
         return nx * ny * nz
 
-    @property
-    def heightmap_node_count(self) -> int:
-        return self.heightmap_nodes * self.heightmap_nodes
-
     def terrain(self) -> tuple[np.ndarray, np.ndarray]:
         """(vertices float64 (N,3) m, triangles int64 (M,3)) of the preset's terrain."""
         return _terrain(self.extent, self.relief, min(self.heightmap_nodes, MAX_MESH_RESOLUTION),
@@ -183,3 +179,28 @@ def get_preset(name: str) -> Preset:
     except KeyError:
         raise SnowInputError("preset", f"unknown preset {name!r}",
                              "one of " + ", ".join(PRESETS)) from None
+
+
+def command_line_overrides(args) -> dict:
+    """The settings a command line overrides: ``args.flakes``, ``args.seed`` and
+    ``args.wind_boundary`` (``--flakes``, ``--seed``, ``--wind-boundary``) where given."""
+    overrides = {}
+    if getattr(args, "flakes", None) is not None:
+        overrides["flake_count"] = args.flakes
+    if getattr(args, "seed", None) is not None:
+        overrides["seed"] = args.seed
+    if getattr(args, "wind_boundary", None) is not None:
+        overrides["wind_boundary"] = args.wind_boundary
+    return overrides
+
+
+def build_simulation(preset, args, profile: bool):
+    """The Simulation of ``preset`` with a command line's overrides
+    (``command_line_overrides``) on ``args.backend``: what ``snowfall simulate`` and the
+    benchmark harness (benchmarks/harness.py) step."""
+    from .simulation import Simulation
+
+    settings = preset.settings(**command_line_overrides(args))
+    settings.validate()
+    vertices, triangles = preset.terrain()
+    return Simulation(settings, vertices, triangles, backend=args.backend, profile=profile)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -75,13 +75,6 @@ class WindField:
     w: np.ndarray
     pressure: np.ndarray
     solid: np.ndarray
-
-    def speed_at_cells(self) -> np.ndarray:
-        """(nz, ny, nx) wind speed (m/s) at cell centres, faces averaged."""
-        uc = 0.5 * (self.u[:, :, 1:] + self.u[:, :, :-1])
-        vc = 0.5 * (self.v[:, 1:, :] + self.v[:, :-1, :])
-        wc = 0.5 * (self.w[1:, :, :] + self.w[:-1, :, :])
-        return np.sqrt(uc * uc + vc * vc + wc * wc).astype(np.float32)
 
 
 @dataclass

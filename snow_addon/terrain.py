@@ -58,10 +58,6 @@ class Heightmap:
         """Share of nodes with a surface under them, in (0, 1]."""
         return float(np.count_nonzero(self.has_surface)) / self.has_surface.size
 
-    @property
-    def surface_node_count(self) -> int:
-        return int(np.count_nonzero(self.has_surface))
-
     def vertex_tolerance(self) -> float:
         """Absolute slack (m) of the on-top test of ``vertex_snow_depth``: float32 rounding
         of the heights plus a thousandth of the node spacing."""

@@ -21,7 +21,7 @@ import bpy
 from mathutils import Vector
 
 import snowfall
-from snowfall.panels.wind_overlay import WindOverlay
+from snowfall.operators.shown_wind import ShownWind
 from snowfall.snow_addon.scenes import mountain_valley
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -209,7 +209,7 @@ def main(argv=None):
     result = bpy.ops.snowfall.preview_wind(steps=args.steps)
     if result != {"FINISHED"}:
         raise SystemExit(f"Preview Wind failed: {result}")
-    store = WindOverlay.store
+    store = ShownWind.store
     grid = store.wind_field.grid
     print(f"wind: {grid.nx}x{grid.ny}x{grid.nz} cells of {grid.cell_size:.3g} m, "
           f"{store.step_index} steps ({store.time:.0f} s), fastest "

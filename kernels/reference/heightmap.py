@@ -26,12 +26,6 @@ INDEX_PADDING = 1e-6
 EDGE_ON_TOLERANCE = 1e-12
 
 
-def triangle_xy_area2(ax, ay, bx, by, cx, cy):
-    """Twice the signed XY area of triangles (a, b, c); positive when counter-clockwise
-    seen from above."""
-    return (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
-
-
 def rasterize_top_surface(vertices, triangles, x0, y0, spacing, height_out, has_surface_out):
     """Top-most surface height seen from the sky at every heightmap node.
 

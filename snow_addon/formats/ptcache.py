@@ -142,12 +142,6 @@ def compression_for(blender_version) -> int:
     return COMPRESS_ZSTD_FILTERED if tuple(blender_version) >= (5, 0, 0) else COMPRESS_LZMA
 
 
-def field_offset(data_types: int, bit: int) -> int:
-    """Byte offset of BPHYS data ``bit`` inside one record."""
-    dtype = record_dtype(data_types)
-    return dtype.fields[_FIELDS[bit][0]][1]
-
-
 def file_size(totpoint: int, data_types: int) -> int:
     """Bytes of an uncompressed .bphys file of ``totpoint`` records."""
     return _HEADER_BYTES + totpoint * record_dtype(data_types).itemsize

@@ -12,7 +12,7 @@ from snowfall.operators import set_terrain as set_terrain_module
 from snowfall.operators.estimates import SNOWFALL_OT_measure
 from snowfall.operators.set_terrain import PREVIEW_NAME, SNOWFALL_OT_set_terrain
 from snowfall.operators.wind_preview import SNOWFALL_OT_preview_wind
-from snowfall.panels.wind_overlay import WindOverlay
+from snowfall.operators.shown_wind import ShownWind
 
 
 class FakeWindowManager:
@@ -124,13 +124,13 @@ def test_preview_wind_shows_the_wind_as_it_develops(addon, tools, tmp_path, monk
     tools.grid_object()
     bpy.ops.snowfall.set_terrain()
     published = []
-    original = WindOverlay.publish
+    original = ShownWind.publish
 
     def recording(field, step, seconds, source=""):
         published.append((step, threading.get_ident()))
         return original(field, step, seconds, source=source)
 
-    monkeypatch.setattr(WindOverlay, "publish", staticmethod(recording))
+    monkeypatch.setattr(ShownWind, "publish", staticmethod(recording))
     operator, context, wm, _status, reports = _operator(SNOWFALL_OT_preview_wind, scene,
                                                         steps=12)
     operator.PUBLISH_SECONDS = 0.0        # every step: shown as it develops

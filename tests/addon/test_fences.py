@@ -10,8 +10,9 @@ import bpy
 import numpy as np
 import pytest
 
-from snowfall.operators.bake import BakeJob, _terrain_digest, read_meta, scene_cache_folder
+from snowfall.operators.bake import BakeJob, read_meta, scene_cache_folder
 from snowfall.operators.scene_io import read_fences, read_terrain
+from snowfall.snow_addon.bake_cache import terrain_digest
 from snowfall.snow_addon.errors import SnowInputError
 from snowfall.snow_addon.fences import PorousFence
 
@@ -143,7 +144,7 @@ def test_fences_change_the_digest_and_resume_refuses_a_changed_fence(addon, tool
     def digest():
         fences = read_fences(bpy.context, scene.snowfall.fence_collection,
                              scene.snowfall.fence_porosity)
-        return _terrain_digest(terrain.vertices, terrain.triangles, fences)
+        return terrain_digest(terrain.vertices, terrain.triangles, fences)
 
     first = digest()
     fence.location.x += 0.5
@@ -160,7 +161,7 @@ def test_fences_change_the_digest_and_resume_refuses_a_changed_fence(addon, tool
     scene.snowfall.fence_collection = collection
     assert len({first, moved, porous, bare}) == 4
     # Without fences the digest is the terrain's alone, as bakes made before fences hold it.
-    assert bare == _terrain_digest(terrain.vertices, terrain.triangles)
+    assert bare == terrain_digest(terrain.vertices, terrain.triangles)
 
     job = BakeJob(bpy.context)
     job.advance_frame()

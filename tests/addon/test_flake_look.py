@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from snowfall.operators import particle_output
+from snowfall.operators.flake_material import FLAKE_MATERIAL_NAME
 from snowfall.snow_addon.formats import frame_store
 
 
@@ -70,7 +71,7 @@ def test_flakes_vary_in_size_in_a_soft_translucent_material(addon, tmp_path):
     assert settings.particle_size == pytest.approx(0.05)
     assert settings.size_random == pytest.approx(particle_output.FLAKE_SIZE_RANDOM)
     assert settings.size_random >= 0.5                 # a third to all of the size
-    material = bpy.data.materials[particle_output.FLAKE_MATERIAL_NAME]
+    material = bpy.data.materials[FLAKE_MATERIAL_NAME]
     assert settings.instance_object.data.materials[0] == material
     kinds = {node.type for node in material.node_tree.nodes}
     assert {"BSDF_TRANSLUCENT", "BSDF_TRANSPARENT", "LAYER_WEIGHT",

@@ -15,6 +15,7 @@ import pytest
 from snowfall import blender_compat
 from snowfall.operators import gn_flakes, particle_output
 from snowfall.operators.bake import scene_cache_folder
+from snowfall.operators.flake_material import FLAKE_MATERIAL_NAME
 from snowfall.properties import flake_radius
 from snowfall.snow_addon import bake_cache
 from snowfall.snow_addon.formats import gn_bake
@@ -232,7 +233,7 @@ def _streak_scene(tmp_path, velocity_name):
     for node in obj.modifiers[gn_flakes.MODIFIER_NAME].node_group.nodes:
         if node.bl_idname == "GeometryNodeStoreNamedAttribute":
             node.inputs["Name"].default_value = velocity_name
-    material = bpy.data.materials[particle_output.FLAKE_MATERIAL_NAME]
+    material = bpy.data.materials[FLAKE_MATERIAL_NAME]
     tree = material.node_tree
     tree.nodes.clear()
     emission = tree.nodes.new("ShaderNodeEmission")

@@ -12,7 +12,7 @@ import numpy as np
 from snowfall.operators import bake as bake_module
 from snowfall.operators import snow_surface
 from snowfall.operators.bake import BakeJob, scene_cache_folder
-from snowfall.properties import to_snow_settings
+from snowfall.properties import resume_available, to_snow_settings
 from snowfall.snow_addon import Simulation, bake_cache, exr
 
 
@@ -137,9 +137,9 @@ def test_resume_from_the_folder_alone_shows_the_same_surface(addon, tools, tmp_p
     job.cancel()
     bpy.ops.wm.open_mainfile(filepath=blend)       # the .blend never saw the bake
     scene = bpy.context.scene
-    assert not scene.snowfall.has_bake and bake_module.resume_available(scene)
+    assert not scene.snowfall.has_bake and resume_available(scene)
     assert bpy.ops.snowfall.resume() == {"FINISHED"}
-    assert not bake_module.resume_available(scene)
+    assert not resume_available(scene)
     assert scene.snowfall.baked_frame_end == 5
     for frame, data in full_files.items():
         assert open(folder.depth_path(frame), "rb").read() == data

@@ -10,6 +10,7 @@ bpy = pytest.importorskip("bpy")
 from snowfall import properties  # noqa: E402
 from snowfall.panels import wind_overlay  # noqa: E402
 from snowfall.operators import wind_preview as preview_ops  # noqa: E402
+from snowfall.operators.shown_wind import ShownWind  # noqa: E402
 from snowfall.snow_addon.grid import WindGrid  # noqa: E402
 from snowfall.snow_addon.scenes import gaussian_hill  # noqa: E402
 
@@ -77,12 +78,13 @@ def test_register_unregister_twice_leaves_nothing_behind():
         assert not hasattr(bpy.types, "SNOWFALL_OT_preview_wind")
         assert not hasattr(bpy.types, "VIEW3D_PT_snowfall_wind_preview")
         assert not WindOverlay.is_enabled()
+        assert ShownWind.viewer is None      # publishing no longer reaches the overlay
 
 
 def test_no_draw_handler_in_background_mode(registered):
     assert bpy.app.background
     bpy.context.scene.snowfall_wind_preview.show_overlay = True
-    WindOverlay.publish(uniform_field())
+    ShownWind.publish(uniform_field())
     assert WindOverlay.store.wind_field is not None
     assert not WindOverlay.is_enabled()  # nothing that could call gpu is installed
 
@@ -91,7 +93,7 @@ def test_handler_removed_on_unregister_and_on_file_load(registered, monkeypatch)
     # Pretend Blender can draw: the handler is installed (nothing draws it headless).
     monkeypatch.setattr(WindOverlay, "can_draw", staticmethod(lambda: True))
     bpy.context.scene.snowfall_wind_preview.show_overlay = True
-    WindOverlay.publish(uniform_field())
+    ShownWind.publish(uniform_field())
     assert WindOverlay.is_enabled()
     bpy.ops.wm.read_homefile(use_empty=True)  # runs load_pre / load_post
     assert not WindOverlay.is_enabled()
@@ -112,7 +114,7 @@ def _speed_of(data, count):
 
 
 def test_wind_to_object_streamlines_carry_speed_per_point(registered):
-    WindOverlay.publish(uniform_field((3.0, 4.0, 0.0)))
+    ShownWind.publish(uniform_field((3.0, 4.0, 0.0)))
     bpy.context.scene.snowfall_wind_preview.density = 6
     assert bpy.ops.snowfall.wind_to_object(style="STREAMLINES") == {"FINISHED"}
     obj = bpy.context.view_layer.objects.active
@@ -130,7 +132,7 @@ def test_wind_to_object_streamlines_carry_speed_per_point(registered):
 
 
 def test_wind_to_object_arrows_mesh_carries_speed_per_vertex(registered):
-    WindOverlay.publish(uniform_field((0.0, 2.0, 0.0)))
+    ShownWind.publish(uniform_field((0.0, 2.0, 0.0)))
     bpy.context.scene.snowfall_wind_preview.density = 4
     assert bpy.ops.snowfall.wind_to_object(style="ARROWS") == {"FINISHED"}
     obj = bpy.context.view_layer.objects.active

@@ -74,7 +74,8 @@ def test_unknown_preset_is_a_clear_error():
 
 
 def test_simulate_takes_the_wind_boundary(capsys):
-    from snowfall.snow_addon.cli import BadArgument, build_parser, build_simulation
+    from snowfall.snow_addon.cli import BadArgument, build_parser
+    from snowfall.snow_addon.presets import build_simulation
     from snowfall.snow_addon.presets import get_preset
     args = build_parser().parse_args(["simulate", "--preset", "cpu-tiny", "--backend", "cpu",
                                       "--wind-boundary", "voxels"])
@@ -265,7 +266,8 @@ def test_every_bandwidth_check_names_a_stage_the_timer_records():
     so each hot stage gets its bandwidth check."""
     from snowfall.benchmarks import harness
     from snowfall.snow_addon import stages
-    from snowfall.snow_addon.cli import build_parser, build_simulation
+    from snowfall.snow_addon.cli import build_parser
+    from snowfall.snow_addon.presets import build_simulation
 
     args = build_parser().parse_args(["simulate", "--preset", "cpu-tiny", "--backend", "numpy",
                                       "--flakes", "500"])

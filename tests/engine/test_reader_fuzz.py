@@ -606,7 +606,7 @@ def _bake_folder(tmp_path):
         record.snow[frame] = list(bake_cache.write_atomic(folder.depth_path(frame), depth))
     data = bake_cache.encode_state(_state())
     name = bake_cache.checkpoint_name(2)
-    bake_cache.write_atomic(folder.checkpoint_path(2), data)
+    bake_cache.write_atomic(os.path.join(folder.path, name), data)
     import hashlib
     record.frame = record.complete = 2
     record.fingerprint = "f"
