@@ -181,6 +181,7 @@ def draw_terrain(layout, context) -> None:
     _auto_setting(col, props, scene, "sky_height", "Sky Height Automatic")
     col.prop(props, "wind_boundary")
     col.prop(props, "side_walls")
+    col.prop(props, "upwind_fetch")
     if objects:
         box = layout.box()
         try:

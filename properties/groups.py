@@ -16,7 +16,8 @@ would be ignored.
 Files saved before this layout (``SETTINGS_VERSION`` 2) load with their own values:
 ``migrate_scene`` runs on load and keeps their snowfall rate (mode By Rate), their wind
 (the stored heading, keyframes included, turned into Wind From), their wind speed and
-their flake count and size (Automatic off), defaults of then included.
+their flake count and size (Automatic off), defaults of then included. Files saved before
+``SETTINGS_VERSION`` 3 keep the wrap-around upwind fetch they baked with.
 
 Nothing here records that a bake is running: that lives only in the running operator
 (see operators/bake.py), so no "running" state is ever saved in a .blend.
@@ -73,9 +74,10 @@ assert tuple(item[0] for item in _BACKEND_ITEMS) == BACKEND_CHOICES
 
 
 #: Version of the settings layout a scene was last saved (or registered) with. 2: snow
-#: depth / rate modes, Wind From, automatic flake count and size. Scenes with stored
+#: depth / rate modes, Wind From, automatic flake count and size; 3: Upwind Fetch (open
+#: snowfield by default; older files keep "wrap"). Scenes with stored
 #: settings and no version are older files (``migrate_scene``).
-SETTINGS_VERSION = 2
+SETTINGS_VERSION = 3
 
 #: The defaults of the settings that differ from an older add-on's; ``migrate_scene``
 #: restores the old ones (what an older file meant by a setting it did not store).
@@ -378,6 +380,17 @@ class SnowfallSettings(bpy.types.PropertyGroup):
                     "free-slip walls that carry the gusts' crosswind, so the snow along them "
                     "is like the snow between them. Off: they are open, let the gusts' "
                     "crosswind air out but not in, and snow piles or scours along those edges")
+    upwind_fetch: EnumProperty(
+        name="Upwind Fetch", default=_DEFAULTS.upwind_fetch, options=set(),
+        items=[("open_snowfield", "Open Snowfield",
+                "The terrain is part of a snowy landscape: snowfall and blowing snow come in "
+                "with the wind and leave downwind"),
+               ("bare_ground", "Bare Ground",
+                "Snowfall comes in from upwind, but no blowing snow: the land upwind is bare"),
+               ("wrap", "Wrap Around",
+                "The terrain repeats along the wind: what blows off downwind comes back "
+                "upwind (the engine before open inflow)")],
+        description="What lies upwind of the terrain")
     cache_folder: StringProperty(
         name="Cache Folder", default=DEFAULT_CACHE_FOLDER, subtype="DIR_PATH",
         options=PATH_OPTIONS,
@@ -471,17 +484,22 @@ def migrate_scene(scene) -> bool:
     stored = _stored(props)
     if not stored or props.settings_version >= SETTINGS_VERSION:
         return False
-    heading = float(props.get("wind_direction", OLD_DEFAULTS["wind_direction"]))
-    for name in ("snowfall_rate", "wind_speed", "flake_count", "flake_size"):
-        if name not in stored:
-            setattr(props, name, OLD_DEFAULTS[name])
-    props.snowfall_mode = "RATE"
-    props.wind_from = 1.5 * math.pi - heading
-    if "wind_direction" in stored:
-        del props["wind_direction"]
-    _convert_heading_curves(scene)
-    props.use_auto_flake_count = False
-    props.use_auto_flake_size = False
+    if props.settings_version < 2:
+        heading = float(props.get("wind_direction", OLD_DEFAULTS["wind_direction"]))
+        for name in ("snowfall_rate", "wind_speed", "flake_count", "flake_size"):
+            if name not in stored:
+                setattr(props, name, OLD_DEFAULTS[name])
+        props.snowfall_mode = "RATE"
+        props.wind_from = 1.5 * math.pi - heading
+        if "wind_direction" in stored:
+            del props["wind_direction"]
+        _convert_heading_curves(scene)
+        props.use_auto_flake_count = False
+        props.use_auto_flake_size = False
+    if props.settings_version < 3 and "upwind_fetch" not in stored:
+        # Baked before open inflow: the snow wrapped around the terrain then (and Resume
+        # of such a bake needs the same setting).
+        props.upwind_fetch = "wrap"
     props.settings_version = SETTINGS_VERSION
     return True
 

@@ -229,6 +229,8 @@ def test_an_older_file_keeps_its_settings(addon):
     assert settings.wind_speed == pytest.approx(10.0)
     assert settings.wind_cell_size == pytest.approx(0.5) and not props.use_auto_wind_cell_size
     assert settings.flake_count == 2000 and not props.use_auto_flake_count
+    # baked before open inflow: it keeps the wrap-around fetch its bakes were made with
+    assert settings.upwind_fetch == "wrap" and plain.snowfall.upwind_fetch == "wrap"
     headings = [key[2] for key in settings.wind_keys]
     assert headings[0] == pytest.approx(30.0, abs=1e-4)
     assert headings[-1] == pytest.approx(80.0, abs=1e-4)

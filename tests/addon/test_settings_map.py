@@ -65,6 +65,17 @@ def test_side_walls_map_and_default_to_the_engines(addon):
     assert to_snow_settings(props, scene).side_walls is False
 
 
+def test_upwind_fetch_maps_and_defaults_to_the_engines(addon):
+    """Upwind Fetch: an open snowfield by default, as in the engine; each choice reaches
+    SnowSettings."""
+    scene = addon
+    props = scene.snowfall
+    assert props.upwind_fetch == SnowSettings().upwind_fetch == "open_snowfield"
+    for choice in ("bare_ground", "wrap", "open_snowfield"):
+        props.upwind_fetch = choice
+        assert to_snow_settings(props, scene).upwind_fetch == choice
+
+
 def test_drift_properties_map_where_the_engine_has_them(addon):
     """Drift defaults come from SnowSettings; lengths and velocities scale to SI; a zero
     threshold means "by snow type" (None). Fields the engine lacks are not passed."""
