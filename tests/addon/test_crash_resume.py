@@ -94,7 +94,7 @@ def test_kills_at_random_moments_resume_bit_for_bit(addon, tools, tmp_path):
         if attempts % 3:      # after a random number of frames, at a random moment in a frame
             wanted = rng.randint(0, FRAMES // 3)
             for line in process.stdout:
-                frames_seen += line.lstrip().startswith("Snowfall: frame")
+                frames_seen += line.lstrip().lower().startswith("snowfall: frame")
                 if frames_seen > wanted:
                     break
             time.sleep(rng.uniform(0.0, frame_seconds))
