@@ -33,8 +33,9 @@ def test_a_bad_upwind_fetch_names_the_setting(value):
         SnowSettings(upwind_fetch=value).validate()
 
 
-def test_the_upwind_fetch_defaults_to_an_open_snowfield():
-    assert SnowSettings().upwind_fetch == "open_snowfield"
+def test_the_upwind_fetch_defaults_to_the_wrap_around():
+    # Not yet the open snowfield: docs/drift.md, "Open inflow", says why.
+    assert SnowSettings().upwind_fetch == "wrap"
     for value in ("open_snowfield", "bare_ground", "wrap"):
         SnowSettings(upwind_fetch=value).validate()
 
@@ -296,7 +297,8 @@ def test_without_drift_the_upwind_quarter_of_a_fence_strip_gets_the_snowfall(bac
     # flakes wrapped, issue 36). Measured 1.06 on the CPU: the imposed snowfall shares each
     # step's snow among the strip's landings, and flakes that cross the fence's speed-up
     # and leave downwind make them fewer than over an open plane (docs/drift.md)
-    settings = SnowSettings(flake_count=20_000, wind_speed=8.0, drift_enabled=False, seed=3)
+    settings = SnowSettings(flake_count=20_000, wind_speed=8.0, drift_enabled=False, seed=3,
+                            upwind_fetch="open_snowfield")
     upwind, rows, fallen = fence_strip(settings, backend.name)
     quarter = float(np.nanmean(rows[(upwind >= 10.0) & (upwind < 20.0)]))
     assert quarter == pytest.approx(fallen, rel=0.08)
