@@ -137,7 +137,9 @@ def test_resume_from_the_folder_alone_shows_the_same_surface(addon, tools, tmp_p
     job.cancel()
     bpy.ops.wm.open_mainfile(filepath=blend)       # the .blend never saw the bake
     scene = bpy.context.scene
-    assert not scene.snowfall.has_bake and resume_available(scene)
+    # Opening it picks the bake up from the folder (its frames 1-3), and Resume continues.
+    assert scene.snowfall.has_bake and scene.snowfall.baked_frame_end == 3
+    assert resume_available(scene)
     assert bpy.ops.snowfall.resume() == {"FINISHED"}
     assert not resume_available(scene)
     assert scene.snowfall.baked_frame_end == 5
