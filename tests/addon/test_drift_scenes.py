@@ -24,7 +24,9 @@ def test_drift_scene_builds_and_bakes(addon, tmp_path, name, terrain_name, obsta
     assert terrain.name == terrain_name and scene.camera is not None
     assert props.heightmap_object is not None
     # the storm of the validation: 10 m/s along +X with drift on
-    assert props.wind_speed == pytest.approx(10.0) and props.wind_direction == pytest.approx(0.0)
+    # the heading toward +X (Wind From is stored as float32)
+    assert props.wind_speed == pytest.approx(10.0)
+    assert props.wind_direction == pytest.approx(0.0, abs=1e-4)
     assert props.drift_enabled
     z = [v.co.z for v in terrain.data.vertices]
     assert max(z) == pytest.approx(obstacle_height) and 0.0 <= min(z) < 0.1 * obstacle_height
