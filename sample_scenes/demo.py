@@ -34,7 +34,7 @@ def run(scene_name: str, out_png: str, frames: int, flakes: int | None, frame: i
         register()
     if backend in ("auto", "cpu"):
         # The CPU kernels: compiled in parallel child processes into the add-on's compile
-        # cache the first time on a machine (about a minute on 2 cores), loaded after that.
+        # cache the first time on a machine (131 s on 2 cores), loaded after that.
         from ..operators import engine
 
         seconds = engine.prepare_now()

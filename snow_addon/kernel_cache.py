@@ -235,8 +235,8 @@ kernel_cache.compile_part(part)
 
 def compile_in_processes(folder: str | os.PathLike, check_stop=None, report=None,
                          poll_seconds: float = 0.1) -> float:
-    """Compile a bake's kernels into ``folder`` in one child process per part (in parallel:
-    on a machine with two or more cores about half the time of one process), under this
+    """Compile a bake's kernels into ``folder`` in one child process per part (in parallel,
+    and the GIL of the parent's process never held by the compiler), under this
     package's own name, so that this process then loads them from ``folder``. The children
     touch nothing but ``folder``. Raises RuntimeError with a child's error output when one
     fails; ``check_stop()`` may raise to end the children. Returns the seconds taken."""
