@@ -40,6 +40,7 @@ from ..snow_addon.formats import gn_bake
 from ..snow_addon.formats.frame_store import (GN_BAKE, PTCACHE, SUBFRAME_ERROR, FlakeCopier,
                                               FrameStore, flake_file_name)
 from . import engine, gn_flakes, ownership, particle_output, snow_output, snow_surface
+from .background import BackgroundOperator
 from .engine import WARM_UP_TASK
 from .particle_output import FLAKE_EMITTER_NAME
 from .shown_wind import ShownWind
@@ -923,11 +924,7 @@ class _BakeBase:
         return {"FINISHED"}
 
     def _end(self, context):
-        wm = context.window_manager
-        wm.event_timer_remove(self._timer)
-        wm.progress_end()
-        if context.workspace is not None:
-            context.workspace.status_text_set(None)
+        BackgroundOperator._end(self, context)    # timer, progress bar, status bar
         for area in context.screen.areas if context.screen else ():
             if area.type in {"PROPERTIES", "VIEW_3D"}:
                 area.tag_redraw()
