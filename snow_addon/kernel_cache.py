@@ -1,11 +1,12 @@
 """The CPU kernels' compile cache: where Numba keeps them, and compiling them ahead of use.
 
-Numba compiles each CPU kernel the first time it runs (about a minute and a half for a bake's
-kernels on one core of this project's 2-core machine) and, with ``cache=True``, stores the
-machine code on disk so later processes load it in seconds. By default that store is
-``kernels/cpu/__pycache__`` inside the package. The Blender add-on points it at a folder of the
-user's own instead (``use_folder``: Blender's extension user folder, which survives restarts
-and add-on updates and is writable where the add-on's folder may not be), and compiles every
+Numba compiles each CPU kernel the first time it runs (about 95 s for a bake's kernels on one
+core of this project's 2-core machine, 65 s split over two processes) and, with
+``cache=True``, stores the machine code on disk so later processes load it in seconds. By
+default that store is ``kernels/cpu/__pycache__`` inside the package. The Blender add-on points
+it at a folder of the user's own instead (``use_folder``: Blender's extension user folder,
+which survives restarts and add-on updates and is writable where the add-on's folder may not
+be), and compiles every
 kernel a bake uses in the background as soon as the add-on is enabled (``warm_up``), so the
 first Bake does not wait for it, or waits with a progress bar where it comes too early.
 
@@ -28,11 +29,11 @@ import numpy as np
 #: Every module of compiled CPU kernels (kernels/cpu/<name>.py).
 CPU_KERNEL_MODULES = ("rng", "sampling", "heightmap", "wind", "pressure", "flakes", "cover",
                       "drift")
-#: Seconds a first-use preparation of a bake's kernels takes when nothing is cached: 131 s
+#: Seconds a first-use preparation of a bake's kernels takes when nothing is cached: 66 s
 #: measured on this project's 2-core machine (two child processes compiling, then the load;
-#: docs/responsive_bake.md). Shown to the user as the expected wait until a preparation on
-#: this machine has measured its own.
-FIRST_USE_SECONDS = 130.0
+#: docs/responsive_bake.md), rounded up. Shown to the user as the expected wait until a
+#: preparation on this machine has measured its own.
+FIRST_USE_SECONDS = 70.0
 MARKER_NAME = "snowfall-kernels.json"
 _KERNEL_PACKAGE = __package__.rsplit(".", 1)[0] + ".kernels.cpu"
 
@@ -188,28 +189,39 @@ def warm_up(folder: str | os.PathLike | None = None, report=None, check_stop=Non
 
 # --- compiling in several processes ---------------------------------------------------------
 #: The parts a compile is split into, one process each: every kernel of a bake is compiled
-#: by at least one of them (the heightmap and the obstacle kernels by both). About 60 s and
-#: 50 s of a 105 s compile on one core of this project's machine.
+#: by at least one of them (the heightmap and the obstacle kernels by both), about 65 s each
+#: on one core of this project's machine (tests/engine/test_worker.py checks that the bake's
+#: process then compiles nothing).
 PARTS = ("wind", "flakes")
 
 
 def compile_part(part: str) -> None:
     """Compile (into the folder ``use_folder`` set) the kernels of one part of a bake:
     "wind" (heightmap, obstacles, wind and pressure solve) or "flakes" (heightmap,
-    obstacles, flakes, snow cover, drift: the wind is never stepped)."""
+    obstacles, flakes, snow cover, drift, and the wind's mixing and fence drag: the wind is
+    never stepped). The two take about the same time (65 s each on one core of this
+    project's machine)."""
     from .settings import SnowSettings
     from .simulation import Simulation
 
     if part not in PARTS:
         raise ValueError(f"unknown part {part!r} (one of {', '.join(PARTS)})")
     vertices, triangles, fences = _warm_up_scene()
+    # Each kernel compiled by one part only where it can: the flakes part never steps the
+    # wind (a solver other than "mgpcg" keeps it from compiling the pressure solve for the
+    # obstacles' projection) and the wind part leaves the mixing and the fences' drag to it
+    wind_part = part == "wind"
     settings = SnowSettings(flake_count=256, heightmap_resolution=24, wind_resolution=8,
                             drift_enabled=True, obstacle_refresh_steps=2, snowfall_rate=50.0,
-                            wind_speed=14.0)
-    simulation = Simulation(settings, vertices, triangles, backend="cpu", fences=fences,
-                            flakes=part == "flakes")
-    if part == "flakes":
-        simulation._next_wind_step = 1 << 40      # the wind is the other part's
+                            wind_speed=14.0, pressure_solver="mgpcg" if wind_part else "sor5",
+                            wind_mixing=0.0 if wind_part else SnowSettings.wind_mixing)
+    simulation = Simulation(settings, vertices, triangles, backend="cpu",
+                            fences=None if wind_part else fences, flakes=not wind_part)
+    if not wind_part:
+        # the wind is the other part's, but for its mixing and the fences' drag
+        simulation._next_wind_step = 1 << 40
+        wind = simulation.wind
+        wind.mix_and_drag((wind.u, wind.v, wind.w), wind._next, 0.1)
     simulation.step(3)
 
 

@@ -552,23 +552,9 @@ class WindSolver:
                                        *self._advected, blocks=self._open_blocks)
             self._wind.correct_advection(*current, self.fractions, vx, vy, sides, h, dt,
                                          *self._advected, *advected, blocks=self._open_blocks)
-        new = advected
-        if self.eddy_viscosity is not None:
-            # nu = l^2 |S| of the advected wind (l = mixing * the height above the column's
-            # surface, at most MIXING_HEIGHT; nu at most MIXING_STABILITY h^2 / dt), then one
-            # explicit diffusion step into the buffer the current wind held (or the third
-            # one while the current wind must stay)
-            g = self.grid
-            self._wind.eddy_viscosity(*advected, self.solid, self._column_top, float(g.z0), h,
-                                      self.mixing, MIXING_HEIGHT,
-                                      MIXING_STABILITY * h * h / dt, self.eddy_viscosity)
-            new = self._third if keep_current else current
-            self._wind.diffuse_velocity(*advected, self.fractions, self.eddy_viscosity,
-                                        dt / (h * h), *new)
-        if self.fence_resistance is not None:
-            g = self.grid
-            self._wind.porous_drag(*new, self.solid, self.fence_bottom, self.fence_top,
-                                   self.fence_resistance, float(g.z0), h, dt)
+        # the mixing goes into the buffer the current wind held (or the third one while
+        # the current wind must stay)
+        new = self.mix_and_drag(advected, self._third if keep_current else current, dt)
         self._ensure_coefficients(sides)
 
         # A p = -(h^2 / dt) div u  makes  u -= (dt / h) * grad_h p  divergence free
@@ -585,6 +571,30 @@ class WindSolver:
                 self.pressure_previous[...] = self.pressure
             pending.solve = self._solve_begin("step")
         return pending
+
+    def mix_and_drag(self, advected, spare, dt: float):
+        """The turbulent mixing of the ``advected`` wind (backend arrays u, v, w), written
+        into ``spare`` (three more such arrays), then the porous fences' drag on the result,
+        in place, for a step of ``dt`` s. Returns the arrays holding the result: ``spare``,
+        or ``advected`` when the wind is not mixed."""
+        h = float(self.grid.cell_size)
+        new = advected
+        if self.eddy_viscosity is not None:
+            # nu = l^2 |S| of the advected wind (l = mixing * the height above the column's
+            # surface, at most MIXING_HEIGHT; nu at most MIXING_STABILITY h^2 / dt), then one
+            # explicit diffusion step
+            g = self.grid
+            self._wind.eddy_viscosity(*advected, self.solid, self._column_top, float(g.z0), h,
+                                      self.mixing, MIXING_HEIGHT,
+                                      MIXING_STABILITY * h * h / dt, self.eddy_viscosity)
+            new = spare
+            self._wind.diffuse_velocity(*advected, self.fractions, self.eddy_viscosity,
+                                        dt / (h * h), *new)
+        if self.fence_resistance is not None:
+            g = self.grid
+            self._wind.porous_drag(*new, self.solid, self.fence_bottom, self.fence_top,
+                                   self.fence_resistance, float(g.z0), h, dt)
+        return new
 
     def poll_step(self, pending: "PendingStep") -> None:
         """Wait for the pending solve's latest read of the CG scalars and, when the solve

@@ -52,6 +52,13 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
     "$(find_python)" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e ".[test]" "bpy==$BLENDER.*" "$NUMPY"
+# What the install depends on; when a finished install recorded the same, pip is skipped
+# (the engine is installed editable: its source needs no reinstall). Delete the file to force one.
+STAMP="$VENV/.snowfall-setup"
+WANTED="$BLENDER $NUMPY $(cksum < pyproject.toml)"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANTED" ]; then
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -e ".[test]" "bpy==$BLENDER.*" "$NUMPY"
+    echo "$WANTED" > "$STAMP"
+fi
 echo "$VENV"

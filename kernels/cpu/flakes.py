@@ -4,9 +4,11 @@ import math
 
 import numba
 import numpy as np
+from numba import prange
 
 from .rng import random_uniform
 from .sampling import sample_bilinear, sample_wind
+from .shares import SHARES, share
 
 # One home for the random streams and constants: the reference build defines them.
 from ..reference.flakes import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, OMEGA_MAX, OMEGA_MIN,
@@ -101,18 +103,20 @@ def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                        np.float32(inflow_y), np.float32(margin), np.float32(upwind_margin))
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
-def _initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
-                      u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                      seed, vt_min, vt_max, spiral_radius, opened, inflow_x, inflow_y, margin,
-                       upwind_margin):
+@numba.njit(cache=True, nogil=True)
+def _initialize_flakes_share(share_index, shares, flake_id, pos_x, pos_y, pos_z, vel_x, vel_y,
+                             vel_z, phase, respawn_count, u, v, w, wx0, wy0, wz0, cell_size,
+                             height, snow_depth, hx0, hy0, spacing, seed, vt_min, vt_max,
+                             spiral_radius, opened, inflow_x, inflow_y, margin,
+                             upwind_margin):
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     h = np.float32(cell_size)
     x0, y0, z0 = np.float32(wx0), np.float32(wy0), np.float32(wz0)
     length_x, length_y = np.float32(np.float32(nx) * h), np.float32(np.float32(ny) * h)
     top = np.float32(z0 + np.float32(nz) * h)
     along_x = abs(inflow_x) >= abs(inflow_y)
-    for n in numba.prange(flake_id.size):
+    begin, end = share(share_index, shares, flake_id.size)
+    for n in range(begin, end):
         fid = flake_id[n]
         vt, _radius, _omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
         if opened:
@@ -133,6 +137,12 @@ def _initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase
         vel_x[n], vel_y[n], vel_z[n] = wind_x, wind_y, np.float32(wind_z - vt)
         phase[n] = random_uniform(seed, fid, 0, STREAM_PHASE) * TWO_PI
         respawn_count[n] = 0
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _initialize_flakes(*args):
+    for share_index in prange(SHARES):
+        _initialize_flakes_share(np.int64(share_index), SHARES, *args)
 
 
 @numba.njit(inline="always", cache=True)
@@ -224,9 +234,14 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
     shelter = bubble_top is not None
     if not shelter:
         bubble_top = _NO_SURFACE
-    _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+    count = flake_id.size
+    hit_nodes = np.empty(count, np.int64)
+    hits_in_chunk = np.zeros(chunks, np.int64)
+    grains_in_chunk = np.zeros(chunks, np.int64)
+    _step_flakes(chunks, hit_nodes, hits_in_chunk, grains_in_chunk,
+                 flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                  u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
+                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
                  surface_x, surface_y, np.float32(ustar_per_speed), np.float32(threshold),
                  np.float32(heading_x), np.float32(heading_y), np.float32(lift_strength),
                  np.uint32(step_index), shelter, bubble_top, np.float32(eddy_scale),
@@ -235,16 +250,22 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                  reentry, np.float32(eddy_floor), int(inflow_mode), np.float32(inflow_x),
                  np.float32(inflow_y), np.float32(fall_height), np.float32(margin),
                  np.float32(upwind_margin))
+    _gather_hits(hit_nodes, hits_in_chunk, hit_counts, grains_in_chunk,
+                 _NO_COUNT if grain_count is None else grain_count)
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
-def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
-                 u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                 hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt, chunks,
-                 surface_x, surface_y, ustar_per_speed, threshold, heading_x, heading_y,
-                 lift_strength, step_index, shelter, bubble_top, eddy_scale, mixing_height,
-                 eddy_steps, grain_speed, grain_count, reentry, eddy_floor, inflow_mode,
-                 inflow_x, inflow_y, fall_height, margin, upwind_margin):
+@numba.njit(cache=True, nogil=True)
+def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, flake_id, pos_x,
+                       pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count, u, v, w, wx0,
+                       wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing, hit_counts,
+                       seed, vt_min, vt_max, spiral_radius, gravity, dt, surface_x, surface_y,
+                       ustar_per_speed, threshold, heading_x, heading_y, lift_strength,
+                       step_index, shelter, bubble_top, eddy_scale, mixing_height, eddy_steps,
+                       grain_speed, grain_count, reentry, eddy_floor, inflow_mode, inflow_x,
+                       inflow_y, fall_height, margin, upwind_margin):
+    """Chunk ``c`` of ``chunks`` of the flakes (see step_flakes): its hits' node indices
+    go to ``hit_nodes`` from the chunk's first flake on, their count to ``hits_in_chunk[c]``,
+    its blowing grains' count to ``grains_in_chunk[c]``."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = np.float32(cell_size)
@@ -263,142 +284,152 @@ def _step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, resp
     open_x = abs(inflow_x) >= abs(inflow_y)          # with an open fetch: its axis
     ahead = inflow_x if open_x else inflow_y
     count = flake_id.size
-    hit_nodes = np.empty(count, np.int64)
-    hits_in_chunk = np.zeros(chunks, np.int64)
-    grains_in_chunk = np.zeros(chunks, np.int64)
-    for c in numba.prange(chunks):
-        begin = c * count // chunks
-        end = (c + 1) * count // chunks
-        found = 0
-        for n in range(begin, end):
-            fid = flake_id[n]
-            vt, radius, omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
-            fall = vt
-            if grains and (respawn_count[n] & BLOWING) != 0:
-                fall = grain_speed
-            x, y, z = pos_x[n], pos_y[n], pos_z[n]
-            vx, vy, vz = vel_x[n], vel_y[n], vel_z[n]
-            wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
-            if shelter and z < sample_bilinear(bubble_top, bx, by, h, x, y):
-                wind_x = wind_y = wind_z = np.float32(0.0)
-            if eddy_scale > np.float32(0.0):
-                _sx, _sy, ustar = column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y,
-                                              ustar_per_speed)
-                ustar = max(ustar, eddy_floor)
-                above = np.float32(z - _ground(height, snow_depth, hx0, hy0, spacing, x, y))
-                ex, ey, ez = eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale,
-                                           mixing_height, dt, ustar, above, np.float32(top - z))
-                wind_x = np.float32(wind_x + ex)
-                wind_y = np.float32(wind_y + ey)
-                wind_z = np.float32(wind_z + ez)
-            rx = np.float32(wind_x - vx)
-            ry = np.float32(wind_y - vy)
-            rz = np.float32(wind_z - vz)
-            k = np.float32(g * np.float32(math.sqrt(np.float32(rx * rx + ry * ry + rz * rz)))
-                           / np.float32(fall * fall))
-            denominator = np.float32(one + k * dt)
-            nvx = np.float32(np.float32(vx + dt * np.float32(k * wind_x)) / denominator)
-            nvy = np.float32(np.float32(vy + dt * np.float32(k * wind_y)) / denominator)
-            nvz = np.float32(np.float32(vz + dt * np.float32(k * wind_z - g)) / denominator)
-            rx = np.float32(wind_x - nvx)
-            ry = np.float32(wind_y - nvy)
-            rz = np.float32(wind_z - nvz)
-            relative_speed = np.float32(math.sqrt(np.float32(rx * rx + ry * ry + rz * rz)))
-            speed = max(np.float32(math.sqrt(np.float32(nvx * nvx + nvy * nvy + nvz * nvz))), one)
-            spiral = np.float32(np.float32(np.float32(relative_speed / speed) * omega) * radius)
-            th = np.float64(phase[n])
-            circle_x = np.float32(-spiral * np.float32(math.sin(th)))
-            circle_y = np.float32(spiral * np.float32(math.cos(th)))
-            x = np.float32(x + np.float32(np.float32(half * np.float32(vx + nvx)) + circle_x) * dt)
-            y = np.float32(y + np.float32(np.float32(half * np.float32(vy + nvy)) + circle_y) * dt)
-            z = np.float32(z + np.float32(half * np.float32(vz + nvz)) * dt)
-            if eddy_scale > np.float32(0.0):
-                z = min(z, top)
-            new_phase = np.float32(phase[n] + np.float32(omega * dt))
-            new_phase = np.float32(new_phase - TWO_PI * np.float32(math.floor(new_phase / TWO_PI)))
-            out_x = not (x >= x0 and x < np.float32(x0 + length_x))
-            out_y = not (y >= y0 and y < np.float32(y0 + length_y))
-            outside = False
-            beyond = False
-            if opened:
-                if open_x:
-                    y = _wrap(y, y0, length_y)
-                    outside = out_x
-                    if ahead > np.float32(0.0):
-                        past = x >= np.float32(x0 + length_x)
-                    elif ahead < np.float32(0.0):
-                        past = x < x0
-                    else:
-                        past = True
+    begin = c * count // chunks
+    end = (c + 1) * count // chunks
+    found = 0
+    for n in range(begin, end):
+        fid = flake_id[n]
+        vt, radius, omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
+        fall = vt
+        if grains and (respawn_count[n] & BLOWING) != 0:
+            fall = grain_speed
+        x, y, z = pos_x[n], pos_y[n], pos_z[n]
+        vx, vy, vz = vel_x[n], vel_y[n], vel_z[n]
+        wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+        if shelter and z < sample_bilinear(bubble_top, bx, by, h, x, y):
+            wind_x = wind_y = wind_z = np.float32(0.0)
+        if eddy_scale > np.float32(0.0):
+            _sx, _sy, ustar = column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y,
+                                          ustar_per_speed)
+            ustar = max(ustar, eddy_floor)
+            above = np.float32(z - _ground(height, snow_depth, hx0, hy0, spacing, x, y))
+            ex, ey, ez = eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale,
+                                       mixing_height, dt, ustar, above, np.float32(top - z))
+            wind_x = np.float32(wind_x + ex)
+            wind_y = np.float32(wind_y + ey)
+            wind_z = np.float32(wind_z + ez)
+        rx = np.float32(wind_x - vx)
+        ry = np.float32(wind_y - vy)
+        rz = np.float32(wind_z - vz)
+        k = np.float32(g * np.float32(math.sqrt(np.float32(rx * rx + ry * ry + rz * rz)))
+                       / np.float32(fall * fall))
+        denominator = np.float32(one + k * dt)
+        nvx = np.float32(np.float32(vx + dt * np.float32(k * wind_x)) / denominator)
+        nvy = np.float32(np.float32(vy + dt * np.float32(k * wind_y)) / denominator)
+        nvz = np.float32(np.float32(vz + dt * np.float32(k * wind_z - g)) / denominator)
+        rx = np.float32(wind_x - nvx)
+        ry = np.float32(wind_y - nvy)
+        rz = np.float32(wind_z - nvz)
+        relative_speed = np.float32(math.sqrt(np.float32(rx * rx + ry * ry + rz * rz)))
+        speed = max(np.float32(math.sqrt(np.float32(nvx * nvx + nvy * nvy + nvz * nvz))), one)
+        spiral = np.float32(np.float32(np.float32(relative_speed / speed) * omega) * radius)
+        th = np.float64(phase[n])
+        circle_x = np.float32(-spiral * np.float32(math.sin(th)))
+        circle_y = np.float32(spiral * np.float32(math.cos(th)))
+        x = np.float32(x + np.float32(np.float32(half * np.float32(vx + nvx)) + circle_x) * dt)
+        y = np.float32(y + np.float32(np.float32(half * np.float32(vy + nvy)) + circle_y) * dt)
+        z = np.float32(z + np.float32(half * np.float32(vz + nvz)) * dt)
+        if eddy_scale > np.float32(0.0):
+            z = min(z, top)
+        new_phase = np.float32(phase[n] + np.float32(omega * dt))
+        new_phase = np.float32(new_phase - TWO_PI * np.float32(math.floor(new_phase / TWO_PI)))
+        out_x = not (x >= x0 and x < np.float32(x0 + length_x))
+        out_y = not (y >= y0 and y < np.float32(y0 + length_y))
+        outside = False
+        beyond = False
+        if opened:
+            if open_x:
+                y = _wrap(y, y0, length_y)
+                outside = out_x
+                if ahead > np.float32(0.0):
+                    past = x >= np.float32(x0 + length_x)
+                elif ahead < np.float32(0.0):
+                    past = x < x0
                 else:
-                    x = _wrap(x, x0, length_x)
-                    outside = out_y
-                    if ahead > np.float32(0.0):
-                        past = y >= np.float32(y0 + length_y)
-                    elif ahead < np.float32(0.0):
-                        past = y < y0
-                    else:
-                        past = True
-                beyond = outside and past
+                    past = True
             else:
                 x = _wrap(x, x0, length_x)
-                y = _wrap(y, y0, length_y)
-            if reentry and not opened and ((out_x and along_x) or (out_y and not along_x)):
-                draw = random_uniform(seed, fid, step_index, STREAM_REENTRY)
-                if along_x:
-                    y = np.float32(y0 + np.float32(draw * length_y))
+                outside = out_y
+                if ahead > np.float32(0.0):
+                    past = y >= np.float32(y0 + length_y)
+                elif ahead < np.float32(0.0):
+                    past = y < y0
                 else:
-                    x = np.float32(x0 + np.float32(draw * length_x))
+                    past = True
+            beyond = outside and past
+        else:
+            x = _wrap(x, x0, length_x)
+            y = _wrap(y, y0, length_y)
+        if reentry and not opened and ((out_x and along_x) or (out_y and not along_x)):
+            draw = random_uniform(seed, fid, step_index, STREAM_REENTRY)
+            if along_x:
+                y = np.float32(y0 + np.float32(draw * length_y))
+            else:
+                x = np.float32(x0 + np.float32(draw * length_x))
 
-            ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
-            ni = _nearest_node(x, hx, inv_spacing, hnx)
-            nj = _nearest_node(y, hy, inv_spacing, hny)
-            hit = z < ground and height[nj, ni] > OPEN_LIMIT
-            if hit and not (out_x or out_y):
-                surface = np.float32(height[nj, ni] + snow_depth[nj, ni])
-                if np.float32(surface - z) > np.float32(spacing):
-                    # struck a wall: the snow slides to its foot on the side it came from
-                    oi = _nearest_node(pos_x[n], hx, inv_spacing, hnx)
-                    oj = _nearest_node(pos_y[n], hy, inv_spacing, hny)
-                    if np.float32(height[oj, oi] + snow_depth[oj, oi]) < surface:
-                        ni, nj = oi, oj
-            if hit and lift_strength > np.float32(0.0) and not (
-                    shelter and ground < sample_bilinear(bubble_top, bx, by, h, x, y)) and not (
-                    outside and inflow_mode == BARE_GROUND):
-                share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y,
-                                   ustar_per_speed, threshold, heading_x, heading_y,
-                                   lift_strength)
-                if random_uniform(seed, fid, step_index, STREAM_LIFT) < share:
-                    hit = False
-                    z = np.float32(ground + random_uniform(seed, fid, step_index,
-                                                           STREAM_LIFT_HEIGHT) * h)
-                    nvx, nvy, nvz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
-                    if grains:
-                        respawn_count[n] = np.uint32(respawn_count[n] | BLOWING)
-            if hit and not outside:
-                hit_nodes[begin + found] = nj * hnx + ni
-                found += 1
-            if hit or z < z0 or beyond:
-                counter = np.uint32(np.uint32(respawn_count[n] & COUNT_BITS) + np.uint32(1))
-                if opened:
-                    x, y = _target_xy(seed, fid, counter, x0, y0, length_x, length_y, open_x,
-                                      ahead, margin, upwind_margin)
-                    x, y = _upwind_of(x, y, fall_height, vt, x0, y0, length_x, length_y,
-                                      inflow_x, inflow_y, open_x)
-                else:
-                    x = np.float32(x0 + random_uniform(seed, fid, counter, STREAM_X) * length_x)
-                    y = np.float32(y0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y)
-                z = np.float32(np.float32(top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h)
-                wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
-                nvx, nvy, nvz = wind_x, wind_y, np.float32(wind_z - vt)
-                respawn_count[n] = counter
-            pos_x[n], pos_y[n], pos_z[n] = x, y, z
-            vel_x[n], vel_y[n], vel_z[n] = nvx, nvy, nvz
-            phase[n] = new_phase
-            if grains and (respawn_count[n] & BLOWING) != 0:
-                grains_in_chunk[c] += 1
-        hits_in_chunk[c] = found
-    if grains and grain_count.size > 0:
+        ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
+        ni = _nearest_node(x, hx, inv_spacing, hnx)
+        nj = _nearest_node(y, hy, inv_spacing, hny)
+        hit = z < ground and height[nj, ni] > OPEN_LIMIT
+        if hit and not (out_x or out_y):
+            surface = np.float32(height[nj, ni] + snow_depth[nj, ni])
+            if np.float32(surface - z) > np.float32(spacing):
+                # struck a wall: the snow slides to its foot on the side it came from
+                oi = _nearest_node(pos_x[n], hx, inv_spacing, hnx)
+                oj = _nearest_node(pos_y[n], hy, inv_spacing, hny)
+                if np.float32(height[oj, oi] + snow_depth[oj, oi]) < surface:
+                    ni, nj = oi, oj
+        if hit and lift_strength > np.float32(0.0) and not (
+                shelter and ground < sample_bilinear(bubble_top, bx, by, h, x, y)) and not (
+                outside and inflow_mode == BARE_GROUND):
+            share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y,
+                               ustar_per_speed, threshold, heading_x, heading_y,
+                               lift_strength)
+            if random_uniform(seed, fid, step_index, STREAM_LIFT) < share:
+                hit = False
+                z = np.float32(ground + random_uniform(seed, fid, step_index,
+                                                       STREAM_LIFT_HEIGHT) * h)
+                nvx, nvy, nvz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+                if grains:
+                    respawn_count[n] = np.uint32(respawn_count[n] | BLOWING)
+        if hit and not outside:
+            hit_nodes[begin + found] = nj * hnx + ni
+            found += 1
+        if hit or z < z0 or beyond:
+            counter = np.uint32(np.uint32(respawn_count[n] & COUNT_BITS) + np.uint32(1))
+            if opened:
+                x, y = _target_xy(seed, fid, counter, x0, y0, length_x, length_y, open_x,
+                                  ahead, margin, upwind_margin)
+                x, y = _upwind_of(x, y, fall_height, vt, x0, y0, length_x, length_y,
+                                  inflow_x, inflow_y, open_x)
+            else:
+                x = np.float32(x0 + random_uniform(seed, fid, counter, STREAM_X) * length_x)
+                y = np.float32(y0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y)
+            z = np.float32(np.float32(top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h)
+            wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
+            nvx, nvy, nvz = wind_x, wind_y, np.float32(wind_z - vt)
+            respawn_count[n] = counter
+        pos_x[n], pos_y[n], pos_z[n] = x, y, z
+        vel_x[n], vel_y[n], vel_z[n] = nvx, nvy, nvz
+        phase[n] = new_phase
+        if grains and (respawn_count[n] & BLOWING) != 0:
+            grains_in_chunk[c] += 1
+    hits_in_chunk[c] = found
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _step_flakes(chunks, *args):
+    for c in prange(chunks):
+        _step_flakes_share(np.int64(c), chunks, *args)
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather_hits(hit_nodes, hits_in_chunk, hit_counts, grains_in_chunk, grain_count):
+    """Add each chunk's hits to ``hit_counts`` and its blowing grains to ``grain_count``
+    (integer sums: the order does not matter)."""
+    chunks = hits_in_chunk.size
+    count = hit_nodes.size
+    if grain_count.size > 0:
         grain_count[0] += np.int32(grains_in_chunk.sum())
     flat_hits = hit_counts.reshape(-1)
     for c in range(chunks):

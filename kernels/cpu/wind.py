@@ -7,6 +7,7 @@ from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # one 
                               FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK)
 from ..reference.flakes import OPEN_LIMIT
 from .sampling import open_range, sample_bilinear, sample_open, sample_weight
+from .shares import SHARES, share
 
 F32 = np.float32
 
@@ -257,6 +258,11 @@ def _departure(x, y, z, vx, vy, vz, h, dt, sx, sy, sz):
     return np.float32(gx - sx), np.float32(gy - sy), np.float32(gz - sz)
 
 
+# The face components as plain int64 values, not literals: a literal argument would compile
+# _interior and the samplers once per component (three times the compile, the same code).
+U_FACES, V_FACES, W_FACES = np.int64(0), np.int64(1), np.int64(2)
+
+
 @numba.njit(cache=True, nogil=True)
 def _interior(field, adv, fraction, blocks, component, correct, x, y, z, vx, vy, vz, h, dt, sx,
               sy, sz, own, adv_own):
@@ -276,9 +282,10 @@ def _quarter(a, b, c, d):
     return np.float32(np.float32(0.25) * np.float32(np.float32(a + b) + np.float32(c + d)))
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
-def _advect(u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y, inflow_sides, cell_size, dt, u_adv,
-            v_adv, w_adv, correct, u_out, v_out, w_out):
+@numba.njit(cache=True, nogil=True)
+def _advect_share(share_index, shares, u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y,
+                  inflow_sides, cell_size, dt, u_adv, v_adv, w_adv, correct, u_out, v_out,
+                  w_out):
     nz, ny, nx = fw.shape[0] - 1, fw.shape[1], fw.shape[2]
     h = np.float32(cell_size)
     dt = np.float32(dt)
@@ -295,7 +302,8 @@ def _advect(u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y, inflow_sides, cell_
     y_in_plus = y_plus and not y_minus
     zero = np.float32(0.0)
     half = np.float32(0.5)
-    for kj in prange(nz * ny):
+    begin, end = share(share_index, shares, nz * ny)
+    for kj in range(begin, end):
         k = kj // ny
         j = kj % ny
         y = (np.float32(j) + half) * h
@@ -313,7 +321,7 @@ def _advect(u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y, inflow_sides, cell_
                 ir = min(src, nx - 1)
                 fy = _quarter(v[k, j, il], v[k, j, ir], v[k, j + 1, il], v[k, j + 1, ir])
                 fz = _quarter(w[k, j, il], w[k, j, ir], w[k + 1, j, il], w[k + 1, j, ir])
-                val = _interior(u, u_adv, fu, blocks, 0, correct, np.float32(src) * h, y, z,
+                val = _interior(u, u_adv, fu, blocks, U_FACES, correct, np.float32(src) * h, y, z,
                                 u[k, j, src], fy, fz, h, dt, zero, half, half, u[k, j, src],
                                 u_adv[k, j, src])
                 if i == 0:      # an outflow side: no backflow
@@ -323,7 +331,8 @@ def _advect(u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y, inflow_sides, cell_
             if not fu[k, j, i] > 0:     # a closed face (last rule: it wins)
                 val = zero
             u_out[k, j, i] = val
-    for kj in prange(nz * (ny + 1)):
+    begin, end = share(share_index, shares, nz * (ny + 1))
+    for kj in range(begin, end):
         k = kj // (ny + 1)
         j = kj % (ny + 1)
         z = (np.float32(k) + half) * h
@@ -341,7 +350,7 @@ def _advect(u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y, inflow_sides, cell_
                 fx = _quarter(u[k, jl, i], u[k, jl, i + 1], u[k, jr, i], u[k, jr, i + 1])
                 fz = _quarter(w[k, jl, i], w[k, jr, i], w[k + 1, jl, i], w[k + 1, jr, i])
                 x = (np.float32(i) + half) * h
-                val = _interior(v, v_adv, fv, blocks, 1, correct, x, np.float32(src) * h, z, fx,
+                val = _interior(v, v_adv, fv, blocks, V_FACES, correct, x, np.float32(src) * h, z, fx,
                                 v[k, src, i], fz, h, dt, half, zero, half, v[k, src, i],
                                 v_adv[k, src, i])
                 if j == 0:      # an outflow side: no backflow
@@ -351,7 +360,8 @@ def _advect(u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y, inflow_sides, cell_
             if not fv[k, j, i] > 0:
                 val = zero
             v_out[k, j, i] = val
-    for kj in prange((nz + 1) * ny):
+    begin, end = share(share_index, shares, (nz + 1) * ny)
+    for kj in range(begin, end):
         k = kj // ny
         j = kj % ny
         z = np.float32(k) * h
@@ -370,9 +380,15 @@ def _advect(u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y, inflow_sides, cell_
                 fx = _quarter(u[kl, j, i], u[kl, j, i + 1], u[kr, j, i], u[kr, j, i + 1])
                 fy = _quarter(v[kl, j, i], v[kl, j + 1, i], v[kr, j, i], v[kr, j + 1, i])
                 x = (np.float32(i) + half) * h
-                val = _interior(w, w_adv, fw, blocks, 2, correct, x, y, z, fx, fy, w[k, j, i], h,
+                val = _interior(w, w_adv, fw, blocks, W_FACES, correct, x, y, z, fx, fy, w[k, j, i], h,
                                 dt, half, half, zero, w[k, j, i], w_adv[k, j, i])
             w_out[k, j, i] = val
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _advect(*args):
+    for share_index in prange(SHARES):
+        _advect_share(np.int64(share_index), SHARES, *args)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

@@ -115,6 +115,41 @@ def test_kernels_compile_into_the_folder_they_are_pointed_at(tmp_path):
     assert any(name.endswith(".nbc") for name in cached), cached
 
 
+def test_the_compile_parts_leave_nothing_for_the_bake_to_compile(tmp_path):
+    """From an empty folder: the two child processes (the "wind" and "flakes" parts) compile
+    every kernel a default bake runs, so that the process that bakes only loads them: in a
+    fresh process, a warm-up (a tiny bake with every default feature) then finds each kernel
+    it calls in the folder (no Numba cache miss)."""
+    folder = str(tmp_path / "kernels")
+    env = dict(os.environ)
+    env.pop("NUMBA_CACHE_DIR", None)
+    code = textwrap.dedent(f"""
+        import json
+        from numba.core.registry import CPUDispatcher
+        from snowfall.snow_addon import kernel_cache
+        kernel_cache.use_folder({folder!r})
+        kernel_cache.compile_in_processes({folder!r})
+        kernel_cache.warm_up(None)
+        from snowfall.kernels import cpu
+        import importlib
+        misses, hits = [], 0
+        for name in kernel_cache.CPU_KERNEL_MODULES:
+            module = importlib.import_module("snowfall.kernels.cpu." + name)
+            for attribute, value in vars(module).items():
+                if isinstance(value, CPUDispatcher) and value.__module__ == module.__name__:
+                    hits += sum(value.stats.cache_hits.values())
+                    if value.stats.cache_misses:
+                        misses.append(name + "." + attribute)
+        print(json.dumps({{"misses": sorted(set(misses)), "hits": hits}}))
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["misses"] == [], found
+    assert found["hits"] >= 30, found
+
+
 def test_a_finished_warm_up_is_recorded_for_this_kernel_source_only(tmp_path):
     folder = str(tmp_path)
     assert kernel_cache.prepared(folder) is None
