@@ -246,6 +246,53 @@ def jacobi_seconds(sim, sweeps: int = 25, repeats: int = 5) -> float | None:
     return best
 
 
+def _timed_steps(sim, args):
+    """(steps, seconds, last StepInfo): at least args.steps steps and args.min_seconds of wall
+    time, in chunks of args.steps (a hiccup of the host, 20-30 ms, moved a 0.2 s window by
+    10 %)."""
+    begin = time.perf_counter()
+    timed = 0
+    while True:
+        last = sim.step(args.steps)
+        sim.backend.synchronize()
+        timed += args.steps
+        elapsed = time.perf_counter() - begin
+        if elapsed >= args.min_seconds:
+            return timed, elapsed, last
+
+
+def _competing(sim, args) -> dict:
+    """Steps/s of ``sim`` while another process keeps one core busy (a Python loop), as
+    Blender's own thread or another program does during a bake: the first and the best of
+    three timed runs of args.steps steps (and args.min_seconds)."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        rates = []
+        for _ in range(3):
+            steps, seconds, _last = _timed_steps(sim, args)
+            rates.append(steps / seconds)
+    finally:
+        busy.kill()
+        busy.wait()
+    return {"steps_per_s_competing": sorted(rates)[1], "steps_per_s_competing_runs": rates}
+
+
+def _cpu_threading(backend) -> dict | None:
+    """The CPU's threading layer, thread count and OpenMP wait settings (None on a GPU)."""
+    if backend.is_gpu:
+        return None
+    import numba
+
+    try:
+        layer = numba.threading_layer()
+    except ValueError:   # no parallel region has run yet
+        layer = None
+    return {"layer": layer, "threads": numba.get_num_threads(),
+            "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT"),
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}
+
+
 def benchmark_scene(name: str, args, copy_bytes_per_s: float) -> dict:
     """Measure one preset: steps/s, ns per flake-step and cell-step, per-stage times and
     bandwidths, pressure solve vs 25 Jacobi sweeps, memory per flake."""
@@ -279,18 +326,10 @@ def benchmark_scene(name: str, args, copy_bytes_per_s: float) -> dict:
     backend.synchronize()
     record["warmup_s"] = time.perf_counter() - begin
 
-    # At least args.steps steps and args.min_seconds of wall time, in chunks of args.steps:
-    # a hiccup of the host (20-30 ms) moved a 0.2 s window by 10 %.
-    begin = time.perf_counter()
-    timed = 0
-    while True:
-        last = sim.step(args.steps)
-        backend.synchronize()
-        timed += args.steps
-        elapsed = time.perf_counter() - begin
-        if elapsed >= args.min_seconds:
-            break
+    timed, elapsed, last = _timed_steps(sim, args)
     per_step = elapsed / timed
+    if getattr(args, "compete", False):
+        record.update(_competing(sim, args), threading=_cpu_threading(backend))
     record.update(steps=timed, seconds=elapsed, steps_per_s=1.0 / per_step,
                   ns_per_flake_step=per_step / flakes * 1e9 if flakes else None,
                   ns_per_cell_step=per_step / grid.cell_count * 1e9,
@@ -375,6 +414,15 @@ def print_scene(record: dict, copy_bytes_per_s: float) -> None:
           f"step(s), {record.get('wind_boundary', 'cut_cells')}); "
           f"{record['ns_per_flake_step']:.1f} ns per flake-step; "
           f"{record['ns_per_cell_step']:.1f} ns per cell-step")
+    if "steps_per_s_competing" in record:
+        threading = record.get("threading") or {}
+        print(f"  with another process keeping one core busy: "
+              f"{record['steps_per_s_competing']:.2f} steps/s (median of 3: "
+              f"{record['steps_per_s_competing'] / record['steps_per_s']:.0%} of the rate "
+              f"without it); threading layer {threading.get('layer')}, "
+              f"{threading.get('threads')} threads, GOMP_SPINCOUNT "
+              f"{threading.get('GOMP_SPINCOUNT')}, OMP_WAIT_POLICY "
+              f"{threading.get('OMP_WAIT_POLICY')}")
     wind = record.get("last_wind")
     if wind:
         print(f"  pressure: {wind['iterations']} it, residual {wind['relative_residual']:.1e} "
@@ -541,6 +589,8 @@ def table_line(record: dict, blender: dict | None) -> str:
     parts = [record["scene"], record["device"], f"{record['steps_per_s']:.2f} steps/s",
              f"{record['ns_per_flake_step']:.1f} ns/flake-step",
              f"{record['ns_per_cell_step']:.1f} ns/cell-step"]
+    if "steps_per_s_competing" in record:
+        parts.append(f"{record['steps_per_s_competing']:.2f} steps/s with a core busy")
     for stage, entry in sorted(record["stages"].items()):
         text = f"{stage} {entry['ms_per_step']:.2f} ms"
         if "copy_fraction" in entry:

@@ -291,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--blender-frames", type=_whole(2, 12), default=12,
                        help="frames of the Blender run (the first, emitting, is not timed)")
     bench.add_argument("--blender-max-particles", type=_whole(1, 2000000), default=2_000_000)
+    bench.add_argument("--compete", action="store_true",
+                       help="also time each scene while another process keeps one core busy "
+                       "(as Blender's own thread does during a bake)")
     bench.add_argument("--bake", action="store_true",
                        help="instead of steps/s: bake --scenes (default cpu-small) without "
                        "Blender through the add-on's output code, and report simulation time, "

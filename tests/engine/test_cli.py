@@ -252,6 +252,25 @@ def test_benchmark_times_at_least_min_seconds_in_whole_chunks_of_steps(tmp_path,
     assert "repeated to at least 0.3 s" in capsys.readouterr().out
 
 
+def test_benchmark_times_the_scene_again_beside_a_busy_process(tmp_path, capsys):
+    """--compete: each scene is timed again (median of 3) while another process keeps a core
+    busy, and the CPU's threading layer and OpenMP wait setting are recorded."""
+    import numba
+
+    out = tmp_path / "results.json"
+    assert main(["benchmark", "--scenes", "cpu-tiny", "--backend", "cpu", "--steps", "2",
+                 "--warmup", "1", "--profile-steps", "1", "--compete",
+                 "--out", str(out)]) == 0
+    (scene,) = json.loads(out.read_text())["scenes"]
+    runs = scene["steps_per_s_competing_runs"]
+    assert len(runs) == 3 and all(rate > 0 for rate in runs)
+    assert scene["steps_per_s_competing"] == sorted(runs)[1]
+    assert scene["threading"]["layer"] == numba.threading_layer()
+    # the kernels' package sets the OpenMP threads' spin before Numba starts them
+    assert scene["threading"]["GOMP_SPINCOUNT"] == os.environ["GOMP_SPINCOUNT"]
+    assert "with another process keeping one core busy" in capsys.readouterr().out
+
+
 def test_benchmark_reports_a_scene_that_does_not_fit(capsys, monkeypatch):
     monkeypatch.setattr(backend_module, "host_memory_available", lambda: 64 * 1024**2)
     assert main(["benchmark", "--scenes", "cpu-1M", "--backend", "cpu", "--steps", "1"]) == 0
