@@ -65,7 +65,6 @@ def bake(scene_name: str, flakes: int, frames: int, backend: str, folder: str,
     import bpy
 
     import snowfall
-    from snowfall.operators import bake as bake_module
     from snowfall.operators.bake import BakeJob
     from snowfall.sample_scenes.build import build
 
@@ -75,8 +74,7 @@ def bake(scene_name: str, flakes: int, frames: int, backend: str, folder: str,
     scene = bpy.context.scene
     scene.snowfall.backend = backend
     scene.snowfall.cache_folder = folder
-    bake_module.VERTEX_SNOW_FRAMES = snow == "vertex"
-    job = BakeJob(bpy.context)
+    job = BakeJob(bpy.context, vertex_frames=snow == "vertex")
     sim = job.sim
     simulate = {"seconds": 0.0}
     step = sim.step

@@ -6,14 +6,15 @@ iterations of the timed solves, the last solve's divergence before and after it
     python benchmarks/wind_boundary_ab.py [--backend gpu] [--runs 2]
         [--cases voxels:1e-4 cut_cells:1e-4 cut_cells:3e-4 cut_cells:1e-3:2]
 
-A case is BOUNDARY:TOLERANCE[:PAIRS]; PAIRS sets wind.SMOOTHING_PAIRS for that case (the
-engine's value otherwise).
+A case is BOUNDARY:TOLERANCE[:PAIRS]; PAIRS sets SolverOptions.smoothing_pairs for that case
+(the engine's value otherwise).
 """
 import argparse
 import time
 
 from snowfall.snow_addon import Simulation
 from snowfall.snow_addon import wind as wind_module
+from snowfall.snow_addon.options import SolverOptions
 from snowfall.snow_addon.presets import PRESETS
 
 
@@ -27,7 +28,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     preset = PRESETS["profile-2013"]
     vertices, triangles = preset.terrain()
-    default_pairs = wind_module.SMOOTHING_PAIRS
+    default_pairs = SolverOptions().smoothing_pairs
     iterations = []
     solver_step = wind_module.WindSolver.step
 
@@ -41,10 +42,11 @@ def main(argv=None) -> int:
         for run in range(args.runs):
             for case in args.cases:
                 boundary, tolerance, *pairs = case.split(":")
-                wind_module.SMOOTHING_PAIRS = int(pairs[0]) if pairs else default_pairs
+                options = SolverOptions(smoothing_pairs=int(pairs[0]) if pairs else default_pairs)
                 settings = preset.settings(wind_boundary=boundary,
                                            pressure_tolerance=float(tolerance))
-                sim = Simulation(settings, vertices, triangles, backend=args.backend)
+                sim = Simulation(settings, vertices, triangles, backend=args.backend,
+                                 options=options)
                 sim.step(30)
                 sim.backend.synchronize()
                 iterations.clear()
@@ -54,14 +56,13 @@ def main(argv=None) -> int:
                 seconds = time.perf_counter() - start
                 info = diagnostics.wind
                 print(f"run {run} {boundary} tol {float(tolerance):g} pairs "
-                      f"{wind_module.SMOOTHING_PAIRS}: {240 / seconds:.1f} steps/s; "
+                      f"{options.smoothing_pairs}: {240 / seconds:.1f} steps/s; "
                       f"{len(iterations)} solves, {sum(iterations)} CG iterations; last solve "
                       f"{info.iterations} it, div before {info.divergence_before:.3g} "
                       f"after {info.divergence_after:.3g} 1/s", flush=True)
                 del sim
     finally:
         wind_module.WindSolver.step = solver_step
-        wind_module.SMOOTHING_PAIRS = default_pairs
     return 0
 
 

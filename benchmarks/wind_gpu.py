@@ -21,7 +21,7 @@ import numpy as np
 
 from gpu_timing import timed
 import snowfall.kernels.gpu.common  # noqa: F401  (parent package of --baseline modules)
-import snowfall.snow_addon.wind as wind_module
+from snowfall.snow_addon.options import SolverOptions
 from snowfall.snow_addon.backend import select_backend
 from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
 from snowfall.snow_addon.settings import SnowSettings
@@ -44,7 +44,7 @@ def load_modules(directory):
     return modules
 
 
-def scene(nx, ny, nz, solver="mgpcg", tol=1e-4, modules=None):
+def scene(nx, ny, nz, solver="mgpcg", tol=1e-4, modules=None, options=None):
     """Hills plus a tall box, wind 8 m/s at 25 degrees, 1 m cells."""
     settings = SnowSettings(wind_speed=8.0, wind_direction=25.0, pressure_solver=solver,
                             pressure_tolerance=tol, pressure_max_iterations=100)
@@ -53,16 +53,16 @@ def scene(nx, ny, nz, solver="mgpcg", tol=1e-4, modules=None):
     y, x = np.mgrid[0:hm.ny, 0:hm.nx] * hm.spacing
     height = (0.25 * nz * (0.5 + 0.5 * np.sin(x / nx * 6.0) * np.cos(y / ny * 5.0)) + 1.5).astype(np.float32)
     height[(abs(x - 0.4 * nx) < 0.05 * nx) & (abs(y - 0.5 * ny) < 0.08 * ny)] = 0.6 * nz
-    ws = WindSolver(settings, grid, select_backend("gpu"))
+    ws = WindSolver(settings, grid, select_backend("gpu"), options)
     if modules is not None:
         ws._wind, ws._pressure = modules
     ws.update_obstacles(cp.asarray(height), cp.zeros(hm.shape, cp.float32), hm)
     return ws
 
 
-def measure(shape, copy_bw, modules=None, kernels=True):
+def measure(shape, copy_bw, modules=None, kernels=True, options=None):
     nz, ny, nx = shape
-    ws = scene(nx, ny, nz, modules=modules)
+    ws = scene(nx, ny, nz, modules=modules, options=options)
     cells = nx * ny * nz
     faces = nz * ny * (nx + 1) + nz * (ny + 1) * nx + (nz + 1) * ny * nx
     dt = 1.0 / 24.0
@@ -91,7 +91,7 @@ def measure(shape, copy_bw, modules=None, kernels=True):
     if first is not None:
         rest = ws.levels[first:]
         args = ([lv.solution for lv in rest], [lv.rhs for lv in rest], [lv.residual for lv in rest],
-                [lv.coef for lv in rest], [lv.factors for lv in rest], wind_module.SMOOTHING_PAIRS,
+                [lv.coef for lv in rest], [lv.factors for lv in rest], ws.options.smoothing_pairs,
                 2 * max(ws.levels[-1].shape) + 4)
         r["coarse_vcycle_ms"] = timed(lambda: kp.coarse_vcycle(*args), reps=20) * 1e3
         r["coarse_vcycle_levels"] = len(rest)
@@ -148,7 +148,7 @@ def measure(shape, copy_bw, modules=None, kernels=True):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", default=str(wind_module.SMOOTHING_PAIRS))
+    parser.add_argument("--pairs", default=str(SolverOptions().smoothing_pairs))
     parser.add_argument("--baseline", default=None)
     parser.add_argument("--sizes", default="256x256x32,128x128x32")
     parser.add_argument("--coarse-cells", default=None,
@@ -168,7 +168,7 @@ def main():
     results["copy_GBps"] = copy_bw / 1e9
     print(results["device"], f"device-to-device copy: {copy_bw / 1e9:.0f} GB/s", flush=True)
     del src, dst
-    default_pairs = wind_module.SMOOTHING_PAIRS
+    default_pairs = SolverOptions().smoothing_pairs
     variants = []
     if args.baseline:
         variants.append(("baseline", default_pairs, load_modules(args.baseline)))
@@ -188,20 +188,17 @@ def main():
         nx, ny, nz = (int(n) for n in size.split("x"))
         for (name, pairs, modules), extrapolate in [(v, int(e)) for v in variants
                                                      for e in args.extrapolate.split(",")]:
-            wind_module.EXTRAPOLATE_PRESSURE = bool(extrapolate)
+            options = SolverOptions(smoothing_pairs=pairs, extrapolate_pressure=bool(extrapolate))
             name = f"{name} extrapolate={extrapolate}"
-            wind_module.SMOOTHING_PAIRS = pairs
             if isinstance(modules, tuple):
                 (gpu_pressure.COARSE_VCYCLE_CELLS, gpu_pressure.WARP_LEVEL_CELLS), modules = modules, None
             key = f"{size} {name} pairs={pairs}"
-            r = measure((nz, ny, nx), copy_bw, modules, kernels=not args.no_kernels)
+            r = measure((nz, ny, nx), copy_bw, modules, kernels=not args.no_kernels, options=options)
             gpu_pressure.COARSE_VCYCLE_CELLS, gpu_pressure.WARP_LEVEL_CELLS = default_cells, default_warp
             results[key] = r
             print(key, json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
                                    for k, v in r.items()}), flush=True)
             cp.get_default_memory_pool().free_all_blocks()
-        wind_module.SMOOTHING_PAIRS = default_pairs
-        wind_module.EXTRAPOLATE_PRESSURE = True
         ws5 = scene(nx, ny, nz, solver="sor5")
         s5 = [0]
 

@@ -54,13 +54,6 @@ WRITER_QUEUE = 2
 #: simulation, and a big scene does not write its state every frame. The environment
 #: variable SNOWFALL_CHECKPOINT_SECONDS overrides it (0: every frame).
 CHECKPOINT_SECONDS = 1.0
-#: How Blender shows the snow of a new bake. False (the default): the "Snowfall Snow
-#: Surface" object, built by Geometry Nodes from the bake folder's OpenEXR depth files at
-#: the simulation's resolution (operators/snow_surface.py); the .blend does not grow with
-#: the frames. True (the older form, kept so that bakes made with it open, render and
-#: resume): one ``snow_depth_<frame>`` attribute per frame on the terrain mesh, displaced by
-#: the "Snowfall Snow" modifier (operators/snow_output.py). A resumed bake keeps its form.
-VERTEX_SNOW_FRAMES = False
 
 
 def checkpoint_seconds() -> float:
@@ -100,11 +93,20 @@ class BakeJob:
 
     def __init__(self, context, resume: bool = False, backend: str | None = None,
                  camera_only: bool | None = None, camera_margin: float | None = None,
-                 defer_simulation: bool = False):
+                 defer_simulation: bool = False, vertex_frames: bool = False):
         """Validate and read the scene (Blender's thread). Unless ``defer_simulation``, also
         build the simulation and open the bake; with it, the caller runs
         ``build_simulation()`` (any thread: it touches no Blender data) and then ``open()``
-        (Blender's thread) itself, as the modal Bake does with the compile off the UI."""
+        (Blender's thread) itself, as the modal Bake does with the compile off the UI.
+
+        How Blender shows the snow of a new bake: by default (``vertex_frames`` False) the
+        "Snowfall Snow Surface" object, built by Geometry Nodes from the bake folder's
+        OpenEXR depth files at the simulation's resolution (operators/snow_surface.py); the
+        .blend does not grow with the frames. ``vertex_frames`` True, the older form (kept so
+        that bakes made with it open, render and resume): one ``snow_depth_<frame>``
+        attribute per frame on the terrain mesh, displaced by the "Snowfall Snow" modifier
+        (operators/snow_output.py). A resumed bake keeps its own form."""
+        self._new_vertex_frames = bool(vertex_frames)
         self._prepare(context, resume, backend, camera_only, camera_margin)
         if not defer_simulation:
             self.build_simulation()
@@ -145,7 +147,7 @@ class BakeJob:
         self.settings = settings
         self.terrain_digest = bake_cache.terrain_digest(vertices, triangles, self.fences)
         # this file's folder, writable, room on disk
-        ownership.check_bake(self, context, bool(VERTEX_SNOW_FRAMES))
+        ownership.check_bake(self, context, self._new_vertex_frames)
         point = None
         if resume:
             point = self._resume_point()
@@ -210,7 +212,7 @@ class BakeJob:
             else:
                 self.compression = particle_output.cache_compression()
                 self.velocity_step = particle_output.velocity_step(scene)
-            self.vertex_frames = bool(VERTEX_SNOW_FRAMES)
+            self.vertex_frames = self._new_vertex_frames
             ownership.start_folder(self)   # a full disk: clear message, nothing half made
             props.flake_emitter = self.emitter
             self._setup_snow_display()
@@ -801,6 +803,10 @@ class _BakeBase:
     interactive: bpy.props.BoolProperty(
         name="Interactive", default=False, options={"HIDDEN", "SKIP_SAVE"},
         description="Run beside the UI with progress (set by invoke; scripts bake at once)")
+    vertex_frames: bpy.props.BoolProperty(
+        name="Per-Vertex Snow Frames", default=False, options={"HIDDEN", "SKIP_SAVE"},
+        description="A new bake in the older form: one snow depth attribute per frame on the "
+        "terrain mesh instead of the Snow Surface (a resumed bake keeps its own form)")
 
     @classmethod
     def poll(cls, context):
@@ -817,7 +823,8 @@ class _BakeBase:
             margin = float(self.camera_margin)
         try:
             return BakeJob(context, resume=self.resume, camera_only=camera_only,
-                           camera_margin=margin, defer_simulation=defer_simulation)
+                           camera_margin=margin, defer_simulation=defer_simulation,
+                           vertex_frames=bool(getattr(self, "vertex_frames", False)))
         except SnowInputError as error:
             self.report({"ERROR"}, str(error))
             return None

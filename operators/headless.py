@@ -239,7 +239,7 @@ def bake_file(path: str, output: str | None = None, frame_start: int | None = No
               resume=False, scene_name: str | None = None, log=_log,
               camera_only: bool = False, camera_margin: float = 0.1,
               cache_folder: str | None = None, absolute_paths: bool = False,
-              open_file: bool = True) -> int:
+              open_file: bool = True, vertex_frames: bool = False) -> int:
     """Open ``path`` (unless ``open_file`` is False: it is open already, as under
     ``blender -b scene.blend --python``), bake (or resume) its Snowfall scene, save it
     safely. Returns the last baked frame.
@@ -291,7 +291,7 @@ def bake_file(path: str, output: str | None = None, frame_start: int | None = No
         context = bpy.context
         # --camera-only forces it; without it the file's Flakes settings decide
         options = dict(backend=backend, camera_only=True if camera_only else None,
-                       camera_margin=camera_margin)
+                       camera_margin=camera_margin, vertex_frames=vertex_frames)
         if resume == "auto":
             try:
                 job = BakeJob(context, resume=True, **options)
@@ -463,6 +463,9 @@ def build_parser(prog="python -m snowfall.operators.headless") -> argparse.Argum
                         help="write only the flakes the scene camera sees (all are simulated)")
     parser.add_argument("--camera-margin", type=float, default=0.1,
                         help="extra view kept on each side, as a share of its size (0.1)")
+    parser.add_argument("--vertex-frames", action="store_true",
+                        help="a new bake's snow in the older form: one depth attribute per "
+                        "frame on the terrain mesh (a resumed bake keeps its own form)")
     return parser
 
 
@@ -483,7 +486,8 @@ def run(argv, open_file: bool = True, prog=None) -> int:
         bake_file(args.blend, args.output, args.frame_start, args.frame_end, args.backend,
                   resume, args.scene, camera_only=args.camera_only,
                   camera_margin=args.camera_margin, cache_folder=args.cache_folder,
-                  absolute_paths=args.absolute_paths, open_file=open_file)
+                  absolute_paths=args.absolute_paths, open_file=open_file,
+                  vertex_frames=args.vertex_frames)
     except BadArgument as error:
         _error(str(error))
         return EXIT_BAD_INPUT

@@ -241,7 +241,7 @@ def check_bake(job, context, vertex_frames: bool) -> None:
     """Called by ``BakeJob`` before it changes the file or the disk: the folder must be
     this file's and writable, a new bake must be able to free the old one, a bake in the
     per-vertex snow form (a resumed bake's own form; ``vertex_frames`` for a new one:
-    bake.VERTEX_SNOW_FRAMES) needs a terrain whose modifiers keep its vertex count, and the
+    BakeJob's argument) needs a terrain whose modifiers keep its vertex count, and the
     disk must have room for the bake. Raises SnowInputError (nothing changed)."""
     scene = job.scene
     check_writable_by(scene, job.cache)

@@ -24,6 +24,7 @@ from .errors import SnowInputError, SnowMemoryError
 from .fences import check_fences, fence_columns
 from .flakes import FlakeSystem
 from .grid import WindGrid
+from .options import SolverOptions
 from .settings import SnowSettings
 from .terrain import Heightmap, build_heightmap, vertex_snow_depth
 from .wind import WindSolver, WindStepInfo, wind_schedule
@@ -33,10 +34,6 @@ from .wind import WindSolver, WindStepInfo, wind_schedule
 MEMORY_HEADROOM = 0.85
 
 STATE_FORMAT_VERSION = 2
-#: Backends on which Simulation.step begins a wind step's solve ahead (_prefetch_wind): the
-#: GPU, whose reads of the solve's scalars stall it otherwise. The results are the same
-#: either way (tests/engine/test_simulation.py runs the CPU with it on too).
-PREFETCH_WIND = {"gpu": True}
 
 
 @dataclass
@@ -132,7 +129,8 @@ class Simulation:
     """A snowfall simulation over one terrain. See docs/architecture.md for the API."""
 
     def __init__(self, settings: SnowSettings, vertices, triangles, backend: str = "auto",
-                 flakes: bool = True, profile: bool = False, fences=None):
+                 flakes: bool = True, profile: bool = False, fences=None,
+                 options: SolverOptions | None = None):
         if not isinstance(settings, SnowSettings):
             raise SnowInputError("settings", f"expected SnowSettings, got {type(settings).__name__}",
                                  "SnowSettings()")
@@ -155,7 +153,7 @@ class Simulation:
         self.timer = StageTimer(self.backend, enabled=profile)
         self.cover = SnowCover(settings, self.heightmap, self.grid, self.backend)
         self.cover.timer = self.timer
-        self.wind = WindSolver(settings, self.grid, self.backend)
+        self.wind = WindSolver(settings, self.grid, self.backend, options)
         self.fences = fences
         """The porous fences (snow_addon.fences.PorousFence): only the wind feels them."""
         if fences:
@@ -251,7 +249,7 @@ class Simulation:
         in between changes what the solve reads: a single solve, no obstacle refresh
         before it, and within this call of ``step`` (no solve left under way between
         calls: a checkpoint never sees one)."""
-        if not (PREFETCH_WIND.get(self.backend.name, False) and self.flakes is not None):
+        if not (self.wind.options.prefetch_wind and self.flakes is not None):
             return
         target = self._next_wind_step
         if target >= last_step:

@@ -22,24 +22,15 @@ from ..kernels.reference.wind import (INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MI
 from ..kernels.reference.flakes import OPEN_LIMIT
 from ..kernels.reference.pressure import COARSE_VCYCLE_CELLS, SCALAR_SLOTS
 from .errors import SnowInputError
+from .options import SolverOptions
 from .settings import SOR5_RELAXATION
 
 #: random_uniform streams of the gust keys (index = key number, counter = 0).
 GUST_SPEED_STREAM = 0x4757_0001
 GUST_DIRECTION_STREAM = 0x4757_0002
 
-#: Multigrid V-cycle: red-black Gauss-Seidel pairs before and after the coarse correction.
-#: 3, not 2: cut cells' CG took 336 iterations with 2 pairs in profile-2013's 66 timed
-#: solves, 232 with 3, the run 1028-1038 against 1155-1165 steps/s on the H100.
-SMOOTHING_PAIRS = 3
 #: An axis is halved on the next coarser level while it has at least this many cells.
 COARSEN_MIN_CELLS = 4
-#: Warm start of the "mgpcg" solve: 2 p_n - p_(n-1) (True) or p_n (False).
-EXTRAPOLATE_PRESSURE = True
-#: Solves whose CG counts set how many iterations the GPU queues before its first read (the
-#: fewest of them: on profile-2013 (mostly 3, some 4-6) the latest count alone queued 0.125
-#: iterations per step too many, a V-cycle each; the fewest of 8, 0.005, with 1.3 reads).
-READ_AHEAD_HISTORY = 8
 
 F32 = np.float32
 
@@ -312,8 +303,10 @@ class WindSolver:
     faces' open fractions against the terrain, and the solid mask (cells whose centre lies
     below the terrain: what the drift's surface wind and the preview read)."""
 
-    def __init__(self, settings, grid, backend):
+    def __init__(self, settings, grid, backend, options: SolverOptions | None = None):
         settings.validate()
+        #: How the solve runs (options.SolverOptions, each None resolved for ``backend``).
+        self.options = (options or SolverOptions()).validate().for_backend(backend)
         if min(grid.nx, grid.ny, grid.nz) < 2:
             raise SnowInputError("wind_resolution", f"the wind grid {grid.nx}x{grid.ny}x{grid.nz}"
                                  " needs at least 2 cells along each axis", "64")
@@ -383,7 +376,7 @@ class WindSolver:
         self._graphs = {}  # recorded launch sequences of the solve (see _replay)
         # CG iterations of the latest solves of each kind: the fewest is how many the next
         # one queues before its first read of the scalars (_solve_mgpcg)
-        self._solved = {kind: collections.deque(maxlen=READ_AHEAD_HISTORY)
+        self._solved = {kind: collections.deque(maxlen=self.options.read_ahead_history)
                         for kind in ("step", "obstacles")}
         # (b.b, dt s) of the latest step's solve: project_obstacles solves to its accuracy
         self._step_rhs = (0.0, float(settings.time_step))
@@ -565,7 +558,7 @@ class WindSolver:
         if self.settings.pressure_solver == "sor5":
             pending.result = self._solve_sor5()
         else:
-            if EXTRAPOLATE_PRESSURE and not inflow_turned(self.settings, time, dt):
+            if self.options.extrapolate_pressure and not inflow_turned(self.settings, time, dt):
                 kp.extrapolate(self.pressure, self.pressure_previous)
             else:
                 self.pressure_previous[...] = self.pressure
@@ -677,7 +670,7 @@ class WindSolver:
             rest = self.levels[index:]
             kp.coarse_vcycle([lv.solution for lv in rest], [lv.rhs for lv in rest],
                              [lv.residual for lv in rest], [lv.coef for lv in rest],
-                             [lv.factors for lv in rest], SMOOTHING_PAIRS,
+                             [lv.factors for lv in rest], self.options.smoothing_pairs,
                              _coarsest_pairs(self.levels[-1].shape))
             return
         if index == len(self.levels) - 1:
@@ -687,14 +680,15 @@ class WindSolver:
             return
         # solution = 0, then the pre-smoothing (one pass for both on the GPU)
         kp.redblack_pairs_from_zero(level.solution, level.rhs, *level.coef, 1.0, 0,
-                                    SMOOTHING_PAIRS)
+                                    self.options.smoothing_pairs)
         kp.residual(level.solution, level.rhs, *level.coef, level.residual)
         coarse = self.levels[index + 1]
         fz, fy, fx = level.factors
         kp.restrict_scaled_residual(level.residual, level.transfer_scale, fx, fy, fz, coarse.rhs)
         self._vcycle(index + 1)
         kp.prolong_scaled_add(coarse.solution, level.transfer_scale, fx, fy, fz, level.solution)
-        kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 1, SMOOTHING_PAIRS)
+        kp.redblack_pairs(level.solution, level.rhs, *level.coef, 1.0, 1,
+                          self.options.smoothing_pairs)
 
     def _cg_advance(self, tolerance: float, limit: int) -> None:
         """q = A d; alpha = rz / (d.q); x += alpha d; r -= alpha q; rr = r.r; then the
@@ -728,7 +722,7 @@ class WindSolver:
         step extrapolates it first), to the relative tolerance. The convergence check runs
         on the device after every iteration (cg_update_check), so the iterations are the
         same however many are queued before the host reads the scalars. The GPU (each read
-        a synchronisation) queues the fewest iterations of the latest READ_AHEAD_HISTORY
+        a synchronisation) queues the fewest iterations of the latest options.read_ahead_history
         solves of this ``kind`` ("step" or "obstacles") and reads once, then one at a time;
         the other backends read after each. Returns (iterations, relative residual,
         converged). With ``floor_norm2`` > b.b the residual is relative to that instead
@@ -747,7 +741,7 @@ class WindSolver:
         solve = {"kind": kind, "tolerance": tolerance, "limit": limit, "queued": 0,
                  "host": None, "read": None}
         history = self._solved[kind]
-        ahead = max(1, min(min(history, default=1), limit)) if kp.READ_AHEAD else 1
+        ahead = max(1, min(min(history, default=1), limit)) if self.options.read_ahead else 1
         self._solve_queue(solve, ahead)
         return solve
 

@@ -9,7 +9,7 @@ from numba import prange
 from ..reference import pressure as _reference
 # One home for the solver's constants: the reference build defines them.
 from ..reference.pressure import (BB, COARSE_VCYCLE_CELLS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE,  # noqa: F401
-                                  DONE, DQ, ITERATIONS, READ_AHEAD, RELATIVE, RR, RZ, RZ_NEXT,
+                                  DONE, DQ, ITERATIONS, RELATIVE, RR, RZ, RZ_NEXT,
                                   SCALAR_SLOTS, COEFFICIENT_STEP, COEFFICIENT_STEPS)
 from numba import types
 from numba.extending import overload

@@ -48,8 +48,6 @@ MAX_BLOCK_LEVEL_CELLS = 1 << 16
 #: level's size and coarsening factors, the arrays' offsets (floats) in shared memory.
 LEVEL_FIELDS = ("SOL", "RHS", "RES", "CX", "CY", "CZ", "NX", "NY", "NZ", "FX", "FY", "FZ",
                 "SSOL", "SRHS", "SRES", "SCX", "SCY", "SCZ")
-#: The solver queues several CG iterations before reading the scalars (each read syncs).
-READ_AHEAD = True
 
 
 def _float_literal(value) -> str:

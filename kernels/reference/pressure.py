@@ -329,10 +329,6 @@ DIVERGENCE_BEFORE, DIVERGENCE_AFTER = 5, 6
 #: residual of the last one counted
 DONE, ITERATIONS, RELATIVE = 7, 8, 9
 SCALAR_SLOTS = 10
-#: Whether wind.WindSolver queues several CG iterations before its read of the scalars
-#: (the GPU build: each read is a synchronisation). The results are the same either way
-#: (cg_check), so on the CPU, where a read costs nothing, it queues one at a time.
-READ_AHEAD = False
 
 
 def dot(a, b, scalars, slot):

@@ -166,15 +166,6 @@ def expected_surface(heightmap, depth, units_per_metre=1.0):
 
 
 @pytest.fixture
-def vertex_snow(monkeypatch):
-    """Bakes in the older form: one snow depth attribute per frame on the terrain mesh
-    (bake.VERTEX_SNOW_FRAMES), as bakes made before the snow surface were."""
-    from snowfall.operators import bake
-
-    monkeypatch.setattr(bake, "VERTEX_SNOW_FRAMES", True)
-
-
-@pytest.fixture
 def tools():
     """The helpers above, for tests (conftest modules are not importable by name)."""
     return SimpleNamespace(grid_object=grid_object, select_only=select_only,

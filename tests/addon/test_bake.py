@@ -95,7 +95,7 @@ def test_bake_end_to_end_matches_the_engine(addon, tools, tmp_path):
     _check_surface(tools, engine, (2, 4))
 
 
-def test_older_per_frame_attribute_bakes_still_work(addon, tools, tmp_path, vertex_snow):
+def test_older_per_frame_attribute_bakes_still_work(addon, tools, tmp_path):
     """The older form (one attribute per frame on the terrain, displaced by the "Snowfall
     Snow" modifier): baked, the terrain carries the engine's per-vertex depth and is
     displaced by it; the depth files are written too."""
@@ -103,7 +103,7 @@ def test_older_per_frame_attribute_bakes_still_work(addon, tools, tmp_path, vert
     tools.small_settings(scene, tmp_path, frames=4)
     terrain = tools.grid_object()
     bpy.ops.snowfall.set_terrain()
-    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    assert bpy.ops.snowfall.bake(vertex_frames=True) == {"FINISHED"}
     assert snow_output.baked_frames(terrain) == [1, 2, 3, 4]
     assert bpy.data.objects.get(snow_surface.OBJECT_NAME) is None
     engine = _engine_run(scene, terrain, [1, 2, 3, 4])
@@ -168,18 +168,15 @@ def test_stopping_mid_bake_keeps_every_finished_frame(addon, tools, tmp_path):
 
 
 @pytest.mark.parametrize("form", ["surface", "vertex"])
-def test_resume_after_reload_equals_an_uninterrupted_bake(addon, tools, tmp_path, monkeypatch,
-                                                          form):
+def test_resume_after_reload_equals_an_uninterrupted_bake(addon, tools, tmp_path, form):
     """Resume after the .blend was saved and reopened, for new bakes and for the older
-    per-frame attribute form (which a resumed bake keeps)."""
-    from snowfall.operators import bake as bake_module
-
-    monkeypatch.setattr(bake_module, "VERTEX_SNOW_FRAMES", form == "vertex")
+    per-frame attribute form (which a resumed bake keeps, whatever its operator says)."""
+    vertex = form == "vertex"
     scene = addon
     tools.small_settings(scene, tmp_path / "cache", frames=6)
     terrain = tools.grid_object()
     bpy.ops.snowfall.set_terrain()
-    bpy.ops.snowfall.bake()
+    bpy.ops.snowfall.bake(vertex_frames=vertex)
 
     def snow(terrain, frames):
         if form == "vertex":
@@ -195,18 +192,18 @@ def test_resume_after_reload_equals_an_uninterrupted_bake(addon, tools, tmp_path
     bpy.ops.snowfall.free()
     assert shown(terrain) == [] and not scene.snowfall.has_bake
 
-    job = BakeJob(bpy.context)
+    job = BakeJob(bpy.context, vertex_frames=vertex)
     job.advance_frame()
     job.advance_frame()
     job.cancel()
     blend = str(tmp_path / "stopped.blend")
-    monkeypatch.setattr(bake_module, "VERTEX_SNOW_FRAMES", form != "vertex")  # form from bake.json
     bpy.ops.wm.save_mainfile(filepath=blend)
     bpy.ops.wm.open_mainfile(filepath=blend)
     scene = bpy.context.scene
     terrain = bpy.data.objects["Terrain"]
     assert scene.snowfall.baked_frame_end == 3
-    assert bpy.ops.snowfall.resume() == {"FINISHED"}
+    # the other form asked for: the resumed bake keeps the one in its bake.json
+    assert bpy.ops.snowfall.resume(vertex_frames=not vertex) == {"FINISHED"}
     assert scene.snowfall.baked_frame_end == 6
     assert shown(terrain) == list(range(1, 7))
     resumed_depth = snow(terrain, range(1, 7))

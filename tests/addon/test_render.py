@@ -94,10 +94,9 @@ def test_headless_bake_then_render_without_the_addon(addon, tools, tmp_path, for
     bpy.ops.wm.save_mainfile(filepath=source)
 
     # 7. the farm form: bake a saved .blend from the command line.
-    out = tools.run_python("import sys; from snowfall.operators import bake; "
-                           f"bake.VERTEX_SNOW_FRAMES = {vertex}; "
-                           "from snowfall.operators.headless import main; "
-                           f"sys.exit(main([{source!r}, '--output', {baked!r}]))")
+    extra = ", '--vertex-frames'" if vertex else ""
+    out = tools.run_python("import sys; from snowfall.operators.headless import main; "
+                           f"sys.exit(main([{source!r}, '--output', {baked!r}{extra}]))")
     assert "baked up to frame 4" in out
 
     # The baked file reloads with the bake intact (here, with the add-on registered).

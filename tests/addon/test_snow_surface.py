@@ -1,6 +1,6 @@
 """Snow on disk at the simulation's resolution: OpenEXR depth files in the bake folder, shown
-by the "Snowfall Snow Surface" Geometry Nodes object (the default form of new bakes:
-bake.VERTEX_SNOW_FRAMES = False).
+by the "Snowfall Snow Surface" Geometry Nodes object (the default form of new bakes: the
+Bake operator's vertex_frames off).
 A coarse terrain (a few large quads) gets a snow surface as fine as the heightmap; the
 .blend does not grow with the frame count; a fresh Blender without the add-on evaluates the
 same surface; a bake stopped and resumed from the folder alone ends the same."""
@@ -9,7 +9,6 @@ import os
 import bpy
 import numpy as np
 
-from snowfall.operators import bake as bake_module
 from snowfall.operators import snow_surface
 from snowfall.operators.bake import BakeJob, scene_cache_folder
 from snowfall.properties import resume_available, to_snow_settings
@@ -68,7 +67,7 @@ def test_coarse_terrain_gets_snow_as_fine_as_the_heightmap(addon, tools, tmp_pat
 
 def test_blend_does_not_grow_with_frames(addon, tools, tmp_path):
     """A default bake: the .blend saved after 12 frames is the size of one after 3."""
-    assert bake_module.VERTEX_SNOW_FRAMES is False
+    assert bpy.ops.snowfall.bake.get_rna_type().properties["vertex_frames"].default is False
     scene = addon
     sizes = {}
     for frames in (3, 12):

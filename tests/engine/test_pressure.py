@@ -1,5 +1,7 @@
 """Pressure Poisson kernels: every Numba kernel matches its NumPy reference on random valid
 input, the multigrid transfers are exact transposes, and the MG-PCG solve behaves."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -468,7 +470,7 @@ def test_cg_check_is_the_host_check_and_stops_the_updates():
 
 
 @pytest.mark.parametrize("limit", [100, 4])
-def test_mgpcg_read_ahead_gives_the_same_solve(monkeypatch, limit):
+def test_mgpcg_read_ahead_gives_the_same_solve(limit):
     """Queuing several CG iterations before the host reads the scalars (the GPU's read
     ahead, here forced on the CPU) gives the same pressure bits, count and residual as
     reading after each, also when more are queued than the solve needs or than the limit."""
@@ -477,12 +479,12 @@ def test_mgpcg_read_ahead_gives_the_same_solve(monkeypatch, limit):
     rng = np.random.default_rng(9)
     fluid = solver.solid == 0
     solver._rhs[...] = np.where(fluid, rng.standard_normal(fluid.shape), 0).astype(np.float32)
-    monkeypatch.setattr(cpu, "READ_AHEAD", False)
+    assert solver.options.read_ahead is False        # the CPU's own choice
     solver.pressure.fill(0)
     expected = solver._solve_mgpcg()
     expected_p = solver.pressure.copy()
     assert expected[0] == min(limit, expected[0]) and expected[0] > 2
-    monkeypatch.setattr(cpu, "READ_AHEAD", True)
+    solver.options = dataclasses.replace(solver.options, read_ahead=True)
     for ahead in (1, 2, expected[0], expected[0] + 3, 200):
         solver._solved["step"].clear()
         solver._solved["step"].append(ahead)  # queued before the first read

@@ -5,6 +5,7 @@ import pytest
 
 from snowfall.snow_addon import SnowInputError, SnowMemoryError, SnowSettings, Simulation
 from snowfall.snow_addon import simulation as simulation_module
+from snowfall.snow_addon.options import SolverOptions
 from snowfall.snow_addon.scenes import box_test, gaussian_hill
 from snowfall.snow_addon.wind import wind_schedule
 
@@ -213,8 +214,7 @@ def test_wind_solved_on_its_schedule_equals_a_wind_stepped_alone(hill):
 
 
 @pytest.mark.parametrize("mixing", [0.0, 1.0])
-def test_a_wind_step_begun_ahead_gives_the_same_bake_bit_for_bit(hill, monkeypatch, mixing,
-                                                                 backend):
+def test_a_wind_step_begun_ahead_gives_the_same_bake_bit_for_bit(hill, mixing, backend):
     """The GPU begins each wind solve while the flakes of the steps before it are still to
     be queued, its reads of the CG scalars arriving in page-locked memory behind an event
     (Simulation._prefetch_wind); the same operations on the same data, so the same bake.
@@ -225,8 +225,8 @@ def test_a_wind_step_begun_ahead_gives_the_same_bake_bit_for_bit(hill, monkeypat
                               obstacle_refresh_steps=8, wind_mixing=mixing)
     states = []
     for on in (False, True):
-        monkeypatch.setattr(simulation_module, "PREFETCH_WIND", {backend.name: on})
-        sim = Simulation(settings, *hill, backend=backend.name)
+        sim = Simulation(settings, *hill, backend=backend.name,
+                         options=SolverOptions(prefetch_wind=on))
         sim.step(13)
         sim.step(11)
         assert sim.wind_interval >= 2 and sim._pending_wind is None
@@ -276,3 +276,24 @@ def test_gpu_engine_is_deterministic_and_matches_cpu(gpu_backend):
     assert first["deposited"] == pytest.approx(cpu["deposited"], rel=2e-3)
     assert first["snow_volume"] == pytest.approx(first["deposited"], rel=1e-5)
     assert first["divergence_after"] < 1e-2
+
+
+@pytest.mark.parametrize("change, setting", [
+    ({"smoothing_pairs": 0}, "smoothing_pairs"), ({"smoothing_pairs": 2.5}, "smoothing_pairs"),
+    ({"smoothing_pairs": True}, "smoothing_pairs"),
+    ({"read_ahead_history": 0}, "read_ahead_history"),
+    ({"extrapolate_pressure": None}, "extrapolate_pressure"),
+    ({"read_ahead": "yes"}, "read_ahead"), ({"prefetch_wind": 1}, "prefetch_wind")])
+def test_bad_solver_options_name_the_option_before_anything_is_built(hill, change, setting):
+    with pytest.raises(SnowInputError) as error:
+        Simulation(small_settings(), *hill, backend="cpu", options=SolverOptions(**change))
+    assert error.value.setting == setting and "try" in str(error.value)
+
+
+def test_solver_options_left_unset_take_the_backends_own_choice():
+    from snowfall.snow_addon.backend import select_backend
+
+    cpu = SolverOptions().validate().for_backend(select_backend("cpu"))
+    assert cpu.read_ahead is False and cpu.prefetch_wind is False
+    forced = SolverOptions(read_ahead=True, prefetch_wind=True).for_backend(select_backend("cpu"))
+    assert forced.read_ahead is True and forced.prefetch_wind is True

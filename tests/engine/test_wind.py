@@ -271,7 +271,7 @@ def _stored(values, dtype):
     return out
 
 
-def _box_scene(n=16, nz=12, backend="cpu", **changes):
+def _box_scene(n=16, nz=12, backend="cpu", options=None, **changes):
     """A box on a plane, wind from one side (toward +X, a little toward +Y)."""
     values = dict(wind_speed=5.0, wind_direction=15.0, gust_strength=0.2, gust_period=0.5,
                   gust_direction_jitter=5.0, seed=3)
@@ -284,7 +284,7 @@ def _box_scene(n=16, nz=12, backend="cpu", **changes):
     height = np.zeros(hm.shape, np.float32)
     height[(abs(x - 0.4 * n) < 0.15 * n) & (abs(y - 0.5 * n) < 0.2 * n)] = 0.45 * nz
     b = select_backend(backend)
-    solver = WindSolver(settings, grid, b)
+    solver = WindSolver(settings, grid, b, options)
     solver.update_obstacles(b.asarray(height), b.asarray(np.zeros_like(height)), hm)
     return solver
 
@@ -422,17 +422,17 @@ def test_state_dict_round_trip_reproduces_later_steps_bit_for_bit():
         np.testing.assert_array_equal(array, expected[name])
 
 
-def test_extrapolated_warm_start_needs_fewer_iterations(monkeypatch):
+def test_extrapolated_warm_start_needs_fewer_iterations():
     """2 p_n - p_(n-1) as the CG start: same tolerance reached, fewer iterations over a
     run whose pressure changes smoothly (steady inflow, the flow settling round the box)."""
-    import snowfall.snow_addon.wind as wind_module
+    from snowfall.snow_addon.options import SolverOptions
 
     dt = 1.0 / 24.0
     counts = {}
     for extrapolate in (False, True):
-        monkeypatch.setattr(wind_module, "EXTRAPOLATE_PRESSURE", extrapolate)
         solver = _box_scene(n=24, nz=12, gust_strength=0.0, gust_direction_jitter=0.0,
-                            pressure_tolerance=1e-5)
+                            pressure_tolerance=1e-5,
+                            options=SolverOptions(extrapolate_pressure=extrapolate))
         infos = [solver.step(step * dt, dt) for step in range(16)]
         assert all(info.converged for info in infos)
         counts[extrapolate] = sum(info.iterations for info in infos[4:])

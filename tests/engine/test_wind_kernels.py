@@ -468,7 +468,7 @@ def test_gpu_coarse_vcycle_refuses_a_fine_level(gpu_backend):
     assert float(xp.abs(arrays[0]).max()) == 0.0
 
 
-def _box(backend_name, **changes):
+def _box(backend_name, options=None, **changes):
     from snowfall.snow_addon.backend import select_backend
     from snowfall.snow_addon.grid import HeightmapGrid, WindGrid
     from snowfall.snow_addon.settings import SnowSettings
@@ -483,7 +483,7 @@ def _box(backend_name, **changes):
     height = np.zeros(hm.shape, np.float32)
     height[(abs(x - 0.4 * n) < 0.15 * n) & (abs(y - 0.5 * n) < 0.2 * n)] = 0.45 * nz
     b = select_backend(backend_name)
-    solver = WindSolver(SnowSettings(**values), grid, b)
+    solver = WindSolver(SnowSettings(**values), grid, b, options)
     solver.update_obstacles(b.asarray(height), b.asarray(np.zeros_like(height)), hm)
     return solver
 
@@ -510,17 +510,17 @@ def test_gpu_solver_matches_cpu_solver(gpu_backend, solver_name):
                                atol=2e-3 * float(np.abs(p_cpu).max()))
 
 
-def test_read_ahead_gives_the_same_steps(backend, monkeypatch):
+def test_read_ahead_gives_the_same_steps(backend):
     """The GPU queues the previous solve's CG count before its first read of the scalars
     (the check on the device stops the updates once converged): the same steps bit for
     bit as reading after every iteration, also when it queues more than a step needs (the
     CPU reads after each by default: the same forced on)."""
-    gp = backend.kernel_module("pressure")
+    from snowfall.snow_addon.options import SolverOptions
+
     dt = 1.0 / 24.0
     runs = {}
     for ahead in (False, True):
-        monkeypatch.setattr(gp, "READ_AHEAD", ahead)
-        solver = _box(backend.name)
+        solver = _box(backend.name, SolverOptions(read_ahead=ahead))
         infos = []
         for step in range(6):
             if ahead and step == 3:  # queue more than the step needs
