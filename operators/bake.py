@@ -93,7 +93,8 @@ class BakeJob:
 
     def __init__(self, context, resume: bool = False, backend: str | None = None,
                  camera_only: bool | None = None, camera_margin: float | None = None,
-                 defer_simulation: bool = False, vertex_frames: bool = False):
+                 defer_simulation: bool = False, vertex_frames: bool = False,
+                 flake_format: str | None = None):
         """Validate and read the scene (Blender's thread). Unless ``defer_simulation``, also
         build the simulation and open the bake; with it, the caller runs
         ``build_simulation()`` (any thread: it touches no Blender data) and then ``open()``
@@ -105,8 +106,17 @@ class BakeJob:
         .blend does not grow with the frames. ``vertex_frames`` True, the older form (kept so
         that bakes made with it open, render and resume): one ``snow_depth_<frame>``
         attribute per frame on the terrain mesh, displaced by the "Snowfall Snow" modifier
-        (operators/snow_output.py). A resumed bake keeps its own form."""
+        (operators/snow_output.py). A resumed bake keeps its own form.
+
+        ``flake_format``: how a new bake stores its flakes (None: this Blender's own,
+        ``blender_compat.FLAKE_CACHE``; ``blender_compat.FLAKE_CACHE_GN_BAKE`` works in every
+        supported release). A resumed bake keeps its own."""
+        if flake_format not in (None, blender_compat.FLAKE_CACHE_GN_BAKE,
+                                blender_compat.FLAKE_CACHE_PTCACHE):
+            raise SnowInputError("flake_format", f"unknown flake cache format {flake_format!r}",
+                                 repr(blender_compat.FLAKE_CACHE))
         self._new_vertex_frames = bool(vertex_frames)
+        self._new_flake_format = flake_format or blender_compat.FLAKE_CACHE
         self._prepare(context, resume, backend, camera_only, camera_margin)
         if not defer_simulation:
             self.build_simulation()
@@ -204,7 +214,7 @@ class BakeJob:
         else:
             ownership.free_bake(scene)
             self.frame = self.frame_start
-            self.flake_format = blender_compat.FLAKE_CACHE
+            self.flake_format = self._new_flake_format
             self.emitter = self._ensure_flakes()
             if self.flake_format == GN_BAKE:
                 self.compression, self.velocity_step = None, None

@@ -14,7 +14,7 @@ import pytest
 
 from snowfall import blender_compat
 from snowfall.operators import gn_flakes, particle_output
-from snowfall.operators.bake import scene_cache_folder
+from snowfall.operators.bake import BakeJob, scene_cache_folder
 from snowfall.operators.flake_material import FLAKE_MATERIAL_NAME
 from snowfall.properties import flake_radius
 from snowfall.snow_addon import bake_cache
@@ -123,12 +123,6 @@ def test_the_route_follows_the_blender_version():
     assert blender_compat.FLAKE_CACHE == expected
 
 
-@pytest.fixture
-def gn_route(monkeypatch):
-    """Bakes here store the flakes as a Geometry Nodes bake, whatever the Blender."""
-    monkeypatch.setattr(blender_compat, "FLAKE_CACHE", blender_compat.FLAKE_CACHE_GN_BAKE)
-
-
 READ_BACK = """
 import bpy, numpy as np
 bpy.ops.wm.open_mainfile(filepath={blend!r})
@@ -152,7 +146,7 @@ print("OK")
 """
 
 
-def test_bake_reads_back_exactly_in_plain_blender(addon, tools, tmp_path, gn_route):
+def test_bake_reads_back_exactly_in_plain_blender(addon, tools, tmp_path):
     """A bake saved and opened by a fresh Blender without the add-on (a render farm): every
     frame's points are the engine's positions bit for bit, ``velocity`` is the decoded
     velocity, the radius is random per flake within the flake size, and no helper attribute
@@ -163,7 +157,11 @@ def test_bake_reads_back_exactly_in_plain_blender(addon, tools, tmp_path, gn_rou
     bpy.ops.snowfall.set_terrain()
     blend = str(tmp_path / "baked.blend")
     bpy.ops.wm.save_as_mainfile(filepath=blend)
-    assert bpy.ops.snowfall.bake() == {"FINISHED"}
+    # the flakes as a Geometry Nodes bake, whatever the Blender
+    job = BakeJob(bpy.context, flake_format=blender_compat.FLAKE_CACHE_GN_BAKE)
+    while job.advance_frame():
+        pass
+    job.finish()
     emitter = scene.snowfall.flake_emitter
     assert gn_flakes.is_gn_flakes(emitter)
     assert particle_output.baked_range(emitter) == (1, 4)
@@ -293,3 +291,18 @@ def test_motion_blur_follows_the_velocity_without_respawn_streaks(addon, tools, 
     assert a_control[24:54].max() > 0.02             # the control streaks along the jump
     # B moves 0.5 m (10 rows) during the shutter: blurred over about that many rows.
     assert lit(b).size >= 8 and lit(b).size > 2 * lit(b_control).size, (lit(b), lit(b_control))
+
+
+def test_an_unknown_flake_format_is_refused_before_anything_changes(addon, tools, tmp_path):
+    from snowfall.snow_addon.errors import SnowInputError
+
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=2)
+    tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    objects_before = sorted(obj.name for obj in bpy.data.objects)
+    with pytest.raises(SnowInputError) as error:
+        BakeJob(bpy.context, flake_format="vdb")
+    assert error.value.setting == "flake_format"
+    assert sorted(obj.name for obj in bpy.data.objects) == objects_before
+    assert not scene.snowfall.has_bake and not os.listdir(tmp_path)
