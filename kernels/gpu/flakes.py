@@ -2,7 +2,12 @@
 operation order as kernels.reference.flakes; compiled with --fmad=false).
 
 One fused kernel per step and flake: sample the wind, integrate, wrap, collide, count the
-hit (integer atomic), respawn. Flakes are sorted by wind cell every ``SORT_INTERVAL``
+hit (integer atomic), respawn. ``step_flakes`` is a template instantiated for whether the
+eddies and the shelter are on and whether every grid allows 32-bit indices with fixed corner
+offsets (``COMPACT_INDEXING``): no branch separates the gathers at a flake's start point, and
+the per-launch parts (1 / cell size, 1 / spacing, each random stream's first hash, the magic
+number dividing by ``eddy_steps``) come from the host, the same bits as before (issue 39:
+big-100M's flakes 6.23 -> 4.61 ms on an H100, docs/benchmarks.md). Flakes are sorted by wind cell every ``SORT_INTERVAL``
 steps by a counting sort (histogram, scan, scatter) so neighbouring threads read the same
 wind cells; the order inside a cell is arbitrary, which changes storage order only.
 """
@@ -69,40 +74,6 @@ __device__ __forceinline__ float lift_share(const float* __restrict__ surface_x,
     if (!(ustar > threshold && along > 0.0f)) return 0.0f;
     float square = ustar * ustar;
     return strength * ((square - threshold * threshold) / square);
-}
-
-__device__ __forceinline__ float eddy_component(unsigned int seed, unsigned int fid,
-        unsigned int node, unsigned int after, unsigned int stream, float frac, float sigma) {
-    float a = 2.0f * random_uniform(seed, fid, node, stream) - 1.0f;
-    float b = 2.0f * random_uniform(seed, fid, after, stream) - 1.0f;
-    return sigma * ((1.0f - frac) * a + frac * b);
-}
-
-// kernels.reference.flakes.eddy_velocity for one flake
-__device__ __forceinline__ float3 eddy_velocity(unsigned int seed, unsigned int fid,
-        unsigned int step_index, unsigned int steps, float eddy_scale, float mixing_height,
-        float dt, float ustar, float above_ground, float below_top) {
-    unsigned int shifted = step_index + fid % steps;
-    unsigned int node = shifted / steps;
-    unsigned int after = node + 1u;
-    float frac = (float)(shifted % steps) / (float)steps;
-    float d = fmaxf(above_ground, 0.0f);
-    float lid = fmaxf(below_top, 0.0f);
-    bool ground_wins = d <= mixing_height && d <= lid;
-    bool lid_wins = !ground_wins && lid < mixing_height;
-    float mixing = ground_wins ? d : (lid_wins ? lid : mixing_height);
-    float gradient = eddy_scale * ustar;
-    float half_gradient = 0.5f * gradient;
-    float diffusivity = gradient * mixing;
-    float period = (float)steps * dt;
-    float sigma = sqrtf(2.0f * diffusivity / period) * SQRT3;
-    float3 e;
-    e.x = eddy_component(seed, fid, node, after, 10u, frac, sigma);
-    e.y = eddy_component(seed, fid, node, after, 11u, frac, sigma);
-    e.z = eddy_component(seed, fid, node, after, 12u, frac, sigma);
-    if (ground_wins) e.z = e.z + half_gradient;
-    else if (lid_wins) e.z = e.z - half_gradient;
-    return e;
 }
 
 // bilinear terrain + snow surface (m) at (x, y)
@@ -198,7 +169,89 @@ extern "C" __global__ void initialize_flakes(
     respawn_count[n] = 0u;
 }
 
-extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
+// random_uniform of common with the per-launch part, hash_u32(seed + 0x9E3779B9 * stream),
+// passed in (computed once on the host): the same bits, two hashes per draw instead of three
+__device__ __forceinline__ float random_uniform_from(unsigned int stream_hash, unsigned int index,
+                                                     unsigned int counter) {
+    unsigned int r = hash_u32(stream_hash ^ index);
+    r = hash_u32(r ^ counter);
+    return (float)(r >> 8) * (1.0f / 16777216.0f);
+}
+
+// n / d and n % d for a launch-wide divisor d >= 1 through its host-computed magic number
+// (exact for every 32-bit n: libdivide's branch-free unsigned algorithm)
+__device__ __forceinline__ unsigned int divide_by(unsigned int n, unsigned int magic,
+                                                  unsigned int shift1, unsigned int shift2) {
+    unsigned int t = __umulhi(n, magic);
+    return (t + ((n - t) >> shift1)) >> shift2;
+}
+
+// sample_bilinear of common (1 / spacing passed in), keeping the four corner values: the
+// node nearest to (x, y) is one of them. COMPACT: nx, ny >= 2 (so i1 = i0 + 1, j1 = j0 + 1)
+// and fewer than 2^31 nodes: one 32-bit index, the other corners at fixed offsets.
+struct Corners { int i0, i1, j0, j1; float c00, c01, c10, c11; };
+
+template <bool COMPACT>
+__device__ __forceinline__ float bilinear_keep(const float* __restrict__ field, int nx, int ny,
+        float x0, float y0, float inv, float x, float y, Corners &k) {
+    float tx, ty;
+    axis_weights((x - x0) * inv, nx, k.i0, k.i1, tx);
+    axis_weights((y - y0) * inv, ny, k.j0, k.j1, ty);
+    if (COMPACT) {
+        const float* r0 = field + (k.j0 * nx + k.i0);
+        k.c00 = __ldg(r0); k.c01 = __ldg(r0 + 1);
+        k.c10 = __ldg(r0 + nx); k.c11 = __ldg(r0 + nx + 1);
+    } else {
+        const float* r0 = field + (long long)k.j0 * nx;
+        const float* r1 = field + (long long)k.j1 * nx;
+        k.c00 = __ldg(r0 + k.i0); k.c01 = __ldg(r0 + k.i1);
+        k.c10 = __ldg(r1 + k.i0); k.c11 = __ldg(r1 + k.i1);
+    }
+    return (k.c00 * (1.0f - tx) + k.c01 * tx) * (1.0f - ty) + (k.c10 * (1.0f - tx) + k.c11 * tx) * ty;
+}
+
+template <bool COMPACT>
+__device__ __forceinline__ float bilinear_at(const float* __restrict__ field, int nx, int ny,
+        float x0, float y0, float inv, float x, float y) {
+    Corners k;
+    return bilinear_keep<COMPACT>(field, nx, ny, x0, y0, inv, x, y, k);
+}
+
+// sample_trilinear of common; COMPACT as for bilinear_keep (ni, nj, nk >= 2, < 2^31 values)
+template <bool COMPACT>
+__device__ __forceinline__ float trilinear(const float* __restrict__ field, int ni, int nj, int nk,
+                                           float gx, float gy, float gz) {
+    if (!COMPACT) return sample_trilinear(field, ni, nj, nk, gx, gy, gz);
+    int i0, i1, j0, j1, k0, k1; float tx, ty, tz;
+    axis_weights(gx, ni, i0, i1, tx);
+    axis_weights(gy, nj, j0, j1, ty);
+    axis_weights(gz, nk, k0, k1, tz);
+    const float* p = field + ((k0 * nj + j0) * ni + i0);
+    const float* q = p + ni * nj;
+    float a = __ldg(p) * (1.0f - tx) + __ldg(p + 1) * tx;
+    float b = __ldg(p + ni) * (1.0f - tx) + __ldg(p + ni + 1) * tx;
+    float c = __ldg(q) * (1.0f - tx) + __ldg(q + 1) * tx;
+    float d = __ldg(q + ni) * (1.0f - tx) + __ldg(q + ni + 1) * tx;
+    return (a * (1.0f - ty) + b * ty) * (1.0f - tz) + (c * (1.0f - ty) + d * ty) * tz;
+}
+
+// sample_wind of common with 1 / cell_size passed in
+template <bool COMPACT>
+__device__ __forceinline__ float3 wind_at(const float* __restrict__ u, const float* __restrict__ v,
+        const float* __restrict__ w, int nx, int ny, int nz, float x0, float y0, float z0,
+        float inv, float x, float y, float z) {
+    float gx = (x - x0) * inv, gy = (y - y0) * inv, gz = (z - z0) * inv;
+    return make_float3(trilinear<COMPACT>(u, nx + 1, ny, nz, gx, gy - 0.5f, gz - 0.5f),
+                       trilinear<COMPACT>(v, nx, ny + 1, nz, gx - 0.5f, gy, gz - 0.5f),
+                       trilinear<COMPACT>(w, nx, ny, nz + 1, gx - 0.5f, gy - 0.5f, gz));
+}
+
+// One step of every flake. EDDY (eddy_scale > 0) and SHELTER (a bubble_top) are template
+// constants, so every gather at the flake's start point (wind, bubble top, surface wind,
+// ground) is issued together with no branch between them; COMPACT: every grid has at least
+// 2 nodes along each axis and fewer than 2^31 values (32-bit indices, fixed corner offsets).
+template <bool EDDY, bool SHELTER, bool COMPACT>
+__global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         const unsigned int* __restrict__ flake_id, float* __restrict__ pos_x,
         float* __restrict__ pos_y, float* __restrict__ pos_z, float* __restrict__ vel_x,
         float* __restrict__ vel_y, float* __restrict__ vel_z, float* __restrict__ phase,
@@ -210,34 +263,76 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         float vt_min, float vt_max, float spiral_radius, float g, float dt,
         const float* __restrict__ surface_x, const float* __restrict__ surface_y,
         float ustar_per_speed, float threshold, float heading_x, float heading_y,
-        float lift_strength, unsigned int step_index, int shelter,
+        float lift_strength, unsigned int step_index,
         const float* __restrict__ bubble_top, float eddy_scale, float mixing_height,
         unsigned int eddy_steps, float grain_speed, int* __restrict__ grain_count,
         int count_grains, int reentry, float eddy_floor, int inflow_mode, float inflow_x,
-        float inflow_y, float fall_height, float margin, float upwind_margin, int count) {
+        float inflow_y, float fall_height, float margin, float upwind_margin,
+        float inv_h, float inv_spacing, unsigned int s0, unsigned int s1, unsigned int s2,
+        unsigned int s3, unsigned int s10, unsigned int s11, unsigned int s12,
+        unsigned int steps_magic, unsigned int steps_shift1, unsigned int steps_shift2,
+        int count) {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= count) return;
     unsigned int fid = __ldg(flake_id + n);
-    float vt, radius, omega;
-    flake_constants(seed, fid, vt_min, vt_max, spiral_radius, vt, radius, omega);
-    bool grains = grain_speed > 0.0f;
-    unsigned int respawns = respawn_count[n];
-    float fall = (grains && (respawns & BLOWING) != 0u) ? grain_speed : vt;
     float x = pos_x[n], y = pos_y[n], z = pos_z[n];
     float vx = vel_x[n], vy = vel_y[n], vz = vel_z[n];
     float th = phase[n];
-    float3 wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
+    unsigned int respawns = respawn_count[n];
+    // the gathers at the start point
+    float3 wind = wind_at<COMPACT>(u, v, w, nx, ny, nz, wx0, wy0, wz0, inv_h, x, y, z);
     // bubble_top lives on the wind columns' centres
     float bx = wx0 + 0.5f * h, by = wy0 + 0.5f * h;
-    if (shelter && z < sample_bilinear(bubble_top, nx, ny, bx, by, h, x, y))
-        wind = make_float3(0.0f, 0.0f, 0.0f);
-    if (eddy_scale > 0.0f) {
-        float ustar = fmaxf(column_wind(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
-                                        ustar_per_speed).z, eddy_floor);
-        float above = z - ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
-        float top = wz0 + (float)nz * h;
-        float3 e = eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale, mixing_height,
-                                 dt, ustar, above, top - z);
+    float bubble_here = 0.0f, ground_here = 0.0f, ustar_here = 0.0f;
+    if (SHELTER) bubble_here = bilinear_at<COMPACT>(bubble_top, nx, ny, bx, by, inv_h, x, y);
+    if (EDDY) {
+        // kernels.reference.flakes.column_wind at the start point
+        int ci = min(max((int)floorf((x - wx0) * inv_h), 0), nx - 1);
+        int cj = min(max((int)floorf((y - wy0) * inv_h), 0), ny - 1);
+        float sx = __ldg(surface_x + (long long)cj * nx + ci);
+        float sy = __ldg(surface_y + (long long)cj * nx + ci);
+        ustar_here = ustar_per_speed * sqrtf(sx * sx + sy * sy);
+        ground_here = bilinear_at<COMPACT>(height, hnx, hny, hx0, hy0, inv_spacing, x, y)
+                    + bilinear_at<COMPACT>(snow, hnx, hny, hx0, hy0, inv_spacing, x, y);
+    }
+    // flake_constants with the stream hashes passed in
+    float vt = vt_min + random_uniform_from(s0, fid, CONSTANT_COUNTER) * (vt_max - vt_min);
+    float radius = random_uniform_from(s1, fid, CONSTANT_COUNTER) * spiral_radius;
+    float omega = OMEGA_MIN + random_uniform_from(s2, fid, CONSTANT_COUNTER) * (OMEGA_MAX - OMEGA_MIN);
+    if (random_uniform_from(s3, fid, CONSTANT_COUNTER) < 0.5f) omega = -omega;
+    bool grains = grain_speed > 0.0f;
+    float fall = (grains && (respawns & BLOWING) != 0u) ? grain_speed : vt;
+    if (SHELTER && z < bubble_here) wind = make_float3(0.0f, 0.0f, 0.0f);
+    if (EDDY) {
+        float ustar = fmaxf(ustar_here, eddy_floor);
+        float above_ground = z - ground_here;
+        float below_top = (wz0 + (float)nz * h) - z;
+        // eddy_velocity
+        unsigned int steps = eddy_steps;
+        unsigned int fq = divide_by(fid, steps_magic, steps_shift1, steps_shift2);
+        unsigned int shifted = step_index + (fid - fq * steps);
+        unsigned int node = divide_by(shifted, steps_magic, steps_shift1, steps_shift2);
+        unsigned int after = node + 1u;
+        float frac = (float)(shifted - node * steps) / (float)steps;
+        float d = fmaxf(above_ground, 0.0f);
+        float lid = fmaxf(below_top, 0.0f);
+        bool ground_wins = d <= mixing_height && d <= lid;
+        bool lid_wins = !ground_wins && lid < mixing_height;
+        float mixing = ground_wins ? d : (lid_wins ? lid : mixing_height);
+        float gradient = eddy_scale * ustar;
+        float half_gradient = 0.5f * gradient;
+        float diffusivity = gradient * mixing;
+        float period = (float)steps * dt;
+        float sigma = sqrtf(2.0f * diffusivity / period) * SQRT3;
+        float3 e;
+        e.x = sigma * ((1.0f - frac) * (2.0f * random_uniform_from(s10, fid, node) - 1.0f)
+                       + frac * (2.0f * random_uniform_from(s10, fid, after) - 1.0f));
+        e.y = sigma * ((1.0f - frac) * (2.0f * random_uniform_from(s11, fid, node) - 1.0f)
+                       + frac * (2.0f * random_uniform_from(s11, fid, after) - 1.0f));
+        e.z = sigma * ((1.0f - frac) * (2.0f * random_uniform_from(s12, fid, node) - 1.0f)
+                       + frac * (2.0f * random_uniform_from(s12, fid, after) - 1.0f));
+        if (ground_wins) e.z = e.z + half_gradient;
+        else if (lid_wins) e.z = e.z - half_gradient;
         wind.x = wind.x + e.x; wind.y = wind.y + e.y; wind.z = wind.z + e.z;
     }
     float rx = wind.x - vx, ry = wind.y - vy, rz = wind.z - vz;
@@ -254,10 +349,11 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     sincos((double)th, &s, &c);
     float circle_x = -spiral * (float)s;
     float circle_y = spiral * (float)c;
+    float x_start = x, y_start = y;
     x = x + (0.5f * (vx + nvx) + circle_x) * dt;
     y = y + (0.5f * (vy + nvy) + circle_y) * dt;
     z = z + 0.5f * (vz + nvz) * dt;
-    if (eddy_scale > 0.0f) z = fminf(z, wz0 + (float)nz * h);
+    if (EDDY) z = fminf(z, wz0 + (float)nz * h);
     float new_phase = th + omega * dt;
     new_phase = new_phase - TWO_PI * floorf(new_phase / TWO_PI);
     float length_x = (float)nx * h, length_y = (float)ny * h;
@@ -291,24 +387,29 @@ extern "C" __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         else x = wx0 + draw * length_x;
     }
 
-    float ground = ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
-    float inv_spacing = 1.0f / spacing;
+    Corners hk;
+    float ground = bilinear_keep<COMPACT>(height, hnx, hny, hx0, hy0, inv_spacing, x, y, hk)
+                 + bilinear_at<COMPACT>(snow, hnx, hny, hx0, hy0, inv_spacing, x, y);
     int ni = nearest_node(x, hx0, inv_spacing, hnx);
     int nj = nearest_node(y, hy0, inv_spacing, hny);
-    bool hit = z < ground && __ldg(height + (long long)nj * hnx + ni) > OPEN_LIMIT;
+    // the nearest node is one of the four corners just read (a read only if it were not)
+    float node_height = nj == hk.j0 ? (ni == hk.i0 ? hk.c00 : hk.c01) : (ni == hk.i0 ? hk.c10 : hk.c11);
+    if (!((ni == hk.i0 || ni == hk.i1) && (nj == hk.j0 || nj == hk.j1)))
+        node_height = __ldg(height + (long long)nj * hnx + ni);
+    bool hit = z < ground && node_height > OPEN_LIMIT;
     if (hit && !(out_x || out_y)) {
-        float surface = __ldg(height + (long long)nj * hnx + ni) + snow[(long long)nj * hnx + ni];
+        float surface = node_height + snow[(long long)nj * hnx + ni];
         if (surface - z > spacing) {
             // struck a wall: the snow slides to its foot on the side the flake came from
-            int oi = nearest_node(pos_x[n], hx0, inv_spacing, hnx);
-            int oj = nearest_node(pos_y[n], hy0, inv_spacing, hny);
+            int oi = nearest_node(x_start, hx0, inv_spacing, hnx);
+            int oj = nearest_node(y_start, hy0, inv_spacing, hny);
             if (__ldg(height + (long long)oj * hnx + oi) + snow[(long long)oj * hnx + oi] < surface) {
                 ni = oi; nj = oj;
             }
         }
     }
     if (hit && lift_strength > 0.0f
-            && !(shelter && ground < sample_bilinear(bubble_top, nx, ny, bx, by, h, x, y))
+            && !(SHELTER && ground < bilinear_at<COMPACT>(bubble_top, nx, ny, bx, by, inv_h, x, y))
             && !(outside && inflow_mode == BARE_GROUND)) {
         float share = lift_share(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
                                  ustar_per_speed, threshold, heading_x, heading_y, lift_strength);
@@ -395,9 +496,47 @@ MIN_BLOCKS_PER_SM = 0
 SOURCE = kernel_source(BLOCK, MIN_BLOCKS_PER_SM)
 
 
+#: The instantiations of the templated ``step_flakes<EDDY, SHELTER>`` (each compiled on first
+#: use, alone: a bake uses one).
+_NAMES = tuple(f"step_flakes<{e}, {s}, {c}>" for e in ("false", "true") for s in ("false", "true")
+               for c in ("false", "true"))
+#: Whether step_flakes may use 32-bit indices and fixed corner offsets where every grid allows
+#: (False: always the general indexing; the results are the same bits either way).
+COMPACT_INDEXING = True
+
+
 @functools.lru_cache(maxsize=None)
 def _kernel(source, name):
+    if name in _NAMES:
+        return compile_module(source, (name,)).get_function(name)
     return compile_module(source).get_function(name)
+
+
+def _hash_u32(x):
+    """common's hash_u32 on a Python int (uint32 arithmetic)."""
+    x &= 0xFFFFFFFF
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & 0xFFFFFFFF
+    x ^= x >> 16
+    return x
+
+
+@functools.lru_cache(maxsize=64)
+def _stream_hashes(seed, streams=(0, 1, 2, 3, 10, 11, 12)):
+    """hash_u32(seed + 0x9E3779B9 * stream): the per-launch first hash of random_uniform."""
+    return tuple(np.uint32(_hash_u32((int(seed) + 0x9E3779B9 * s) & 0xFFFFFFFF)) for s in streams)
+
+
+@functools.lru_cache(maxsize=64)
+def _divide_magic(divisor):
+    """(magic, shift1, shift2) of ``divide_by`` for a uint32 ``divisor`` >= 1: n / d as
+    (t + ((n - t) >> shift1)) >> shift2 with t = umulhi(n, magic), exact for every uint32 n."""
+    d = int(divisor)
+    ceil_log2 = (d - 1).bit_length()
+    magic = ((1 << 32) * ((1 << ceil_log2) - d)) // d + 1
+    return np.uint32(magic), np.uint32(min(ceil_log2, 1)), np.uint32(max(ceil_log2 - 1, 0))
 
 
 def _launch(name, count, arguments):
@@ -443,15 +582,25 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                 grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
                 inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
                 upwind_margin=0.0):
-    """See kernels.reference.flakes.step_flakes (one fused kernel)."""
+    """See kernels.reference.flakes.step_flakes (one fused kernel, instantiated for whether
+    the eddies and the shelter are on and whether the grids allow compact indexing)."""
     reentry = surface_x is not None
     if surface_x is None:
         surface_x = surface_y = u          # never read: lift_strength and eddy_scale are 0
         lift_strength = eddy_scale = 0.0
     shelter = bubble_top is not None
     if not shelter:
-        bubble_top = height  # never read: shelter is 0
-    _launch("step_flakes", flake_id.size,
+        bubble_top = height  # never read: shelter is off
+    eddy = float(np.float32(eddy_scale)) > 0.0
+    steps = max(int(eddy_steps), 1)
+    cell_size, spacing = np.float32(cell_size), np.float32(spacing)
+    nz, ny, nx1 = u.shape
+    hny, hnx = height.shape
+    compact = (COMPACT_INDEXING and min(nx1 - 1, ny, nz, hnx, hny) >= 2
+               and max(u.size, v.size, w.size, height.size) < 2**31)
+    name = "step_flakes<" + ", ".join("true" if flag else "false"
+                                      for flag in (eddy, shelter, compact)) + ">"
+    _launch(name, flake_id.size,
             (flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count)
             + _wind_arguments(u, v, w, wx0, wy0, wz0, cell_size)
             + _ground_arguments(height, snow_depth, hx0, hy0, spacing)
@@ -459,13 +608,16 @@ def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respa
                np.float32(spiral_radius), np.float32(gravity), np.float32(dt),
                surface_x, surface_y, np.float32(ustar_per_speed), np.float32(threshold),
                np.float32(heading_x), np.float32(heading_y), np.float32(lift_strength),
-               np.uint32(step_index), np.int32(shelter), bubble_top, np.float32(eddy_scale),
-               np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
+               np.uint32(step_index), bubble_top, np.float32(eddy_scale),
+               np.float32(mixing_height), np.uint32(steps),
                np.float32(grain_speed), hit_counts if grain_count is None else grain_count,
                np.int32(grain_count is not None and grain_speed > 0), np.int32(reentry),
                np.float32(eddy_floor), np.int32(inflow_mode), np.float32(inflow_x),
                np.float32(inflow_y), np.float32(fall_height), np.float32(margin),
-               np.float32(upwind_margin)))
+               np.float32(upwind_margin),
+               # 1 / cell_size and 1 / spacing as the kernels' own float32 divisions give them
+               np.float32(1.0) / cell_size, np.float32(1.0) / spacing)
+            + _stream_hashes(int(seed) & 0xFFFFFFFF) + _divide_magic(steps))
 
 
 def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):
