@@ -10,9 +10,10 @@ A variant is BLOCK or BLOCKxMIN_BLOCKS_PER_SM (``__launch_bounds__`` of step_fla
 optionally followed by one measurement-only change of step_flakes: ``f`` float ``sincosf``
 instead of the double ``sincos`` (last bits differ from the CPU), ``p`` the float32
 polynomial of ``_POLYNOMIAL_SINCOS`` (the same operations could run on every backend),
-and two ablations whose results are wrong, to
-see what the gathers cost: ``g`` no ground sample (no hits), ``w`` no wind sample (still
-air everywhere).
+and an ablation whose results are wrong, to see what the wind's gathers cost: ``w`` no wind
+sample (still air everywhere). (The ground sample's ablation, ``g``, went when step_flakes
+began to take the nearest node's height from the ground sample's corners: without the
+sample there is no height at all.)
 ``--baseline DIR`` also times DIR/gpu_cover.py (a copy of the older kernels/gpu/cover.py:
 deposit_hits without the next buffer, hit_counts.fill(0), redistribution_fluxes +
 apply_fluxes) for before/after. ``--flakes-baseline FILE`` also times FILE (a copy of an
@@ -94,12 +95,8 @@ _POLYNOMIAL_SINCOS = """float s, c;
     }"""
 
 
-_GROUND_SAMPLE = """float ground = sample_bilinear(height, hnx, hny, hx0, hy0, spacing, x, y)
-                 + sample_bilinear(snow, hnx, hny, hx0, hy0, spacing, x, y);
-    float inv_spacing"""
 _WIND_SAMPLE = "float3 wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);"
 _CHANGES = {"f": (_DOUBLE_SINCOS, _FLOAT_SINCOS), "p": (_DOUBLE_SINCOS, _POLYNOMIAL_SINCOS),
-            "g": (_GROUND_SAMPLE, "float ground = -1.0e30f;\n    float inv_spacing"),
             "w": (_WIND_SAMPLE, "float3 wind = make_float3(0.0f, 0.0f, 0.0f);")}
 
 
