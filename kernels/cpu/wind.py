@@ -263,7 +263,7 @@ def _departure(x, y, z, vx, vy, vz, h, dt, sx, sy, sz):
 U_FACES, V_FACES, W_FACES = np.int64(0), np.int64(1), np.int64(2)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(inline="always", cache=True)
 def _interior(field, adv, fraction, blocks, component, correct, x, y, z, vx, vy, vz, h, dt, sx,
               sy, sz, own, adv_own):
     """The semi-Lagrangian value at a face (correct False) or its MacCormack correction."""
