@@ -263,8 +263,8 @@ def _timed_steps(sim, args):
 
 def _competing(sim, args) -> dict:
     """Steps/s of ``sim`` while another process keeps one core busy (a Python loop), as
-    Blender's own thread or another program does during a bake: the first and the best of
-    three timed runs of args.steps steps (and args.min_seconds)."""
+    Blender's own thread or another program does during a bake: the median of three timed
+    runs of args.steps steps (and args.min_seconds), and the three rates."""
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.5)

@@ -124,14 +124,12 @@ def test_the_compile_parts_leave_nothing_for_the_bake_to_compile(tmp_path):
     env = dict(os.environ)
     env.pop("NUMBA_CACHE_DIR", None)
     code = textwrap.dedent(f"""
-        import json
+        import importlib, json
         from numba.core.registry import CPUDispatcher
         from snowfall.snow_addon import kernel_cache
         kernel_cache.use_folder({folder!r})
         kernel_cache.compile_in_processes({folder!r})
         kernel_cache.warm_up(None)
-        from snowfall.kernels import cpu
-        import importlib
         misses, hits = [], 0
         for name in kernel_cache.CPU_KERNEL_MODULES:
             module = importlib.import_module("snowfall.kernels.cpu." + name)
