@@ -10,11 +10,16 @@ DIR/gpu_pressure.py (copies of older kernels/gpu/{wind,pressure}.py) for before/
 the pressure copy must have transfer_scale, restrict_scaled_residual and
 prolong_scaled_add (run 6), which the current WindSolver calls.
 Times are CUDA-event medians; a whole step includes its host reads of the CG scalars.
+``--warp-cells`` is passed to coarse_vcycle (its ``warp_level_cells``, through a copy of
+the pressure module's namespace); ``--coarse-cells`` still sets the module's
+COARSE_VCYCLE_CELLS for the run (WindSolver reads it off the module as it is built).
 """
 import argparse
+import functools
 import importlib.util
 import json
 import os
+import types
 
 import cupy as cp
 import numpy as np
@@ -44,8 +49,18 @@ def load_modules(directory):
     return modules
 
 
-def scene(nx, ny, nz, solver="mgpcg", tol=1e-4, modules=None, options=None):
-    """Hills plus a tall box, wind 8 m/s at 25 degrees, 1 m cells."""
+def with_warp_cells(pressure, warp_cells):
+    """The pressure kernels ``pressure`` with coarse_vcycle's ``warp_level_cells`` set: a
+    copy of the module's namespace (the module itself is left as it is)."""
+    tuned = types.ModuleType(pressure.__name__)
+    tuned.__dict__.update(vars(pressure))
+    tuned.coarse_vcycle = functools.partial(pressure.coarse_vcycle, warp_level_cells=warp_cells)
+    return tuned
+
+
+def scene(nx, ny, nz, solver="mgpcg", tol=1e-4, modules=None, options=None, warp_cells=None):
+    """Hills plus a tall box, wind 8 m/s at 25 degrees, 1 m cells; ``warp_cells``: the
+    current kernels' coarse_vcycle with that warp_level_cells (None: its default)."""
     settings = SnowSettings(wind_speed=8.0, wind_direction=25.0, pressure_solver=solver,
                             pressure_tolerance=tol, pressure_max_iterations=100)
     grid = WindGrid(0.0, 0.0, 0.0, 1.0, nx, ny, nz)
@@ -56,13 +71,15 @@ def scene(nx, ny, nz, solver="mgpcg", tol=1e-4, modules=None, options=None):
     ws = WindSolver(settings, grid, select_backend("gpu"), options)
     if modules is not None:
         ws._wind, ws._pressure = modules
+    elif warp_cells is not None:
+        ws._pressure = with_warp_cells(ws._pressure, warp_cells)
     ws.update_obstacles(cp.asarray(height), cp.zeros(hm.shape, cp.float32), hm)
     return ws
 
 
-def measure(shape, copy_bw, modules=None, kernels=True, options=None):
+def measure(shape, copy_bw, modules=None, kernels=True, options=None, warp_cells=None):
     nz, ny, nx = shape
-    ws = scene(nx, ny, nz, modules=modules, options=options)
+    ws = scene(nx, ny, nz, modules=modules, options=options, warp_cells=warp_cells)
     cells = nx * ny * nz
     faces = nz * ny * (nx + 1) + nz * (ny + 1) * nx + (nz + 1) * ny * nx
     dt = 1.0 / 24.0
@@ -154,7 +171,8 @@ def main():
     parser.add_argument("--coarse-cells", default=None,
                         help="comma list of COARSE_VCYCLE_CELLS values to time (0: per-level launches)")
     parser.add_argument("--warp-cells", default=None,
-                        help="comma list of WARP_LEVEL_CELLS values to time (0: no warp-only levels)")
+                        help="comma list of coarse_vcycle warp_level_cells values to time "
+                             "(0: no warp-only levels; default WARP_LEVEL_CELLS)")
     parser.add_argument("--no-kernels", action="store_true", help="skip the per-kernel timings")
     parser.add_argument("--extrapolate", default="1",
                         help="comma list of warm starts to time: 1 = 2 p_n - p_(n-1), 0 = p_n")
@@ -190,11 +208,15 @@ def main():
                                                      for e in args.extrapolate.split(",")]:
             options = SolverOptions(smoothing_pairs=pairs, extrapolate_pressure=bool(extrapolate))
             name = f"{name} extrapolate={extrapolate}"
+            warp = None
             if isinstance(modules, tuple):
-                (gpu_pressure.COARSE_VCYCLE_CELLS, gpu_pressure.WARP_LEVEL_CELLS), modules = modules, None
+                # no solver option for it yet: WindSolver reads COARSE_VCYCLE_CELLS off the
+                # kernel module when it is built (restored below)
+                (gpu_pressure.COARSE_VCYCLE_CELLS, warp), modules = modules, None
             key = f"{size} {name} pairs={pairs}"
-            r = measure((nz, ny, nx), copy_bw, modules, kernels=not args.no_kernels, options=options)
-            gpu_pressure.COARSE_VCYCLE_CELLS, gpu_pressure.WARP_LEVEL_CELLS = default_cells, default_warp
+            r = measure((nz, ny, nx), copy_bw, modules, kernels=not args.no_kernels, options=options,
+                        warp_cells=warp)
+            gpu_pressure.COARSE_VCYCLE_CELLS = default_cells
             results[key] = r
             print(key, json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
                                    for k, v in r.items()}), flush=True)

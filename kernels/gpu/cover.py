@@ -9,6 +9,8 @@ from ..reference.cover import (FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS,  # no
 from .common import compile_module
 
 BLOCK = 256
+#: CUDA's limit on a grid's y size: the most heightmap rows one launch takes (the default
+#: of the kernels' ``max_grid_rows``).
 MAX_GRID_ROWS = 65535
 
 SOURCE = ("#define BLOCK " + str(BLOCK) + "\n#define WEIGHT_UNITS " + str(WEIGHT_UNITS)
@@ -134,37 +136,47 @@ def _kernel(source, name):
     return compile_module(source).get_function(name)
 
 
-def _launch(name, shape, arguments):
+def _launch(name, shape, arguments, max_grid_rows):
     """One thread per node: blocks of BLOCK along x, one grid row per heightmap row (in
-    launches of at most MAX_GRID_ROWS rows, CUDA's limit on the grid's y size)."""
+    launches of at most ``max_grid_rows`` rows: 1 to MAX_GRID_ROWS, CUDA's limit on the
+    grid's y size)."""
+    if not (isinstance(max_grid_rows, (int, np.integer)) and not isinstance(max_grid_rows, bool)
+            and 1 <= max_grid_rows <= MAX_GRID_ROWS):
+        raise ValueError(f"max_grid_rows must be a whole number from 1 to {MAX_GRID_ROWS}, "
+                         f"got {max_grid_rows!r}")
     ny, nx = shape
     kernel = _kernel(SOURCE, name)
-    for row0 in range(0, ny, MAX_GRID_ROWS):
-        rows = min(MAX_GRID_ROWS, ny - row0)
+    for row0 in range(0, ny, max_grid_rows):
+        rows = min(max_grid_rows, ny - row0)
         kernel(((nx + BLOCK - 1) // BLOCK, rows), (BLOCK,),
                tuple(arguments) + (np.int32(row0), np.int32(nx), np.int32(ny)))
 
 
 def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
                  weighted_total=None, ledger=None, next_ledger=None, nominal_units=0,
-                 next_grain_count=None):
+                 next_grain_count=None, *, max_grid_rows=MAX_GRID_ROWS):
     """See kernels.reference.cover.deposit_hits: two launches, the hit count then the
     deposit, which computes the landings' units on the device (no host read). Stand-ins
     for the buffers not given are never read or written, except next_hit_counts[0], which
-    the kernel zeroes in place of ``next_grain_count`` (it zeroes it anyway)."""
+    the kernel zeroes in place of ``next_grain_count`` (it zeroes it anyway).
+    ``max_grid_rows`` (this build only, keyword-only): the most heightmap rows a launch
+    takes; a taller heightmap is launched in bands of rows (the same bits)."""
     check_books(weighted_total, ledger, next_ledger)
     imposed = ledger is not None
     if not imposed:
         ledger = next_ledger = weighted_total = hit_total
-    _launch("count_hits", hit_counts.shape, (hit_counts, hit_total))
+    _launch("count_hits", hit_counts.shape, (hit_counts, hit_total), max_grid_rows)
     _launch("deposit_hits", hit_counts.shape,
             (hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
              weighted_total, ledger, next_ledger, np.int64(nominal_units), np.int32(imposed),
-             next_hit_counts if next_grain_count is None else next_grain_count))
+             next_hit_counts if next_grain_count is None else next_grain_count),
+            max_grid_rows)
 
 
-def redistribute(height, has_surface, snow_depth, threshold, min_depth, fraction, snow_out):
-    """See kernels.reference.cover.redistribute (one launch)."""
+def redistribute(height, has_surface, snow_depth, threshold, min_depth, fraction, snow_out,
+                 *, max_grid_rows=MAX_GRID_ROWS):
+    """See kernels.reference.cover.redistribute (one launch, or one per band of
+    ``max_grid_rows`` rows: see deposit_hits)."""
     _launch("redistribute", snow_depth.shape,
             (height, has_surface, snow_depth, np.float32(threshold), np.float32(min_depth),
-             np.float32(fraction), snow_out))
+             np.float32(fraction), snow_out), max_grid_rows)

@@ -494,24 +494,12 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
     if axis < 0:
         wrap = snow_depth          # not read
     if not opened:
-        books = _NO_BOOKS()        # not read
+        books = snow_depth         # not read (nor written)
     # the last block's tail takes one thread per partial sum
     _kernel("drift_transport")(((nx * ny + WRAP_THREADS - 1) // WRAP_THREADS,), (WRAP_THREADS,), (
         flux_x, flux_y, height, has_surface, snow_depth, np.float32(courant),
         np.float32(max_rise), snow_out, np.int32(nx), np.int32(ny), np.int32(axis), wrap,
         np.int32(opened), limit, books))
-
-
-_no_books = []
-
-
-def _NO_BOOKS():
-    """A float64 (2,) stand-in for ``books`` when the edges wrap (never read)."""
-    if not _no_books:
-        import cupy
-
-        _no_books.append(cupy.zeros(2, dtype=cupy.float64))
-    return _no_books[0]
 
 
 def column_surface(height, snow_depth, has_surface, hx0, hy0, spacing, x0, y0, cell_size,

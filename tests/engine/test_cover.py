@@ -1,5 +1,7 @@
 """Snow cover: exact deposit volume, conserving redistribution that converges to the repose
-slope, the snowfall-rate calibration, resume, and Numba-vs-reference parity."""
+slope, the snowfall-rate calibration, resume, and the Numba and CUDA kernels against the
+reference (the ``backend`` fixture: cpu, and gpu where CuPy has a device, else skipped with
+the reason)."""
 import math
 from types import SimpleNamespace
 
@@ -127,28 +129,93 @@ def random_cover_input(seed, shape=(23, 31)):
     return height, surface, depth, hits
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_numba_cover_kernels_match_reference(seed):
-    height, surface, depth, hits = random_cover_input(seed)
+# the row limit of the GPU's launches (CUDA's on a grid's y size): None, the default; 16,
+# the heightmap in several bands of rows. The CPU build has no launch grid.
+def _bands(backend, max_grid_rows):
+    return {} if max_grid_rows is None or not backend.is_gpu else dict(max_grid_rows=max_grid_rows)
+
+
+@pytest.mark.parametrize("shape, seed, max_grid_rows", [
+    ((23, 31), 0, None), ((23, 31), 1, None), ((37, 53), 4, None),
+    pytest.param((70, 600), 4, 16, id="70x600-rows16")])    # rows wider than a block
+def test_cover_kernels_match_reference(backend, shape, seed, max_grid_rows):
+    """The backend's deposit (plain and imposed, its books) and redistribution against the
+    reference; on the GPU also a heightmap launched in several bands of rows."""
+    height, surface, depth, hits = random_cover_input(seed, shape)
+    kernels, bands = backend.kernel_module("cover"), _bands(backend, max_grid_rows)
+    scale = ref_cover.deposit_scale(surface, 0.01, 0.25)
     results = []
-    for module in (ref_cover, cpu_cover):
-        d = depth.copy()
-        total = np.zeros(1, np.int64)
-        scale = module.deposit_scale(surface, 0.01, 0.25)
-        module.deposit_hits(hits, scale, surface, d, total, np.ones_like(hits))
-        module.deposit_hits(hits, scale, surface, d, total, np.ones_like(hits),
-                            np.zeros(1, np.int64), np.array([3, total[0]], np.int64),
-                            np.zeros(2, np.int64), 5 * ref_cover.WEIGHT_UNITS + 7)
+    for module, xp, host, options in ((ref_cover, np, np.asarray, {}),
+                                      (kernels, backend.xp, backend.to_host, bands)):
+        d, total = xp.asarray(depth.copy()), xp.zeros(1, xp.int64)
+        device_hits, next_hits = xp.asarray(hits.copy()), xp.ones(shape, xp.int32)
+        module.deposit_hits(device_hits, xp.asarray(scale), xp.asarray(surface), d, total,
+                            next_hits, **options)
+        assert int(next_hits.sum()) == 0 and int(device_hits.sum()) == hits.sum()
+        weighted, next_grains = xp.zeros(1, xp.int64), xp.ones(1, xp.int32)
+        ledger = xp.asarray(np.array([3, hits.sum()], np.int64))    # booked the first call
+        next_ledger, nominal = xp.zeros(2, xp.int64), 5 * ref_cover.WEIGHT_UNITS + 7
+        module.deposit_hits(device_hits, xp.asarray(scale), xp.asarray(surface), d, total,
+                            next_hits, weighted, ledger, next_ledger, nominal, next_grains,
+                            **options)
+        units, owed = ref_cover.landing_units(3, nominal, hits.sum())
+        assert int(weighted[0]) == hits.sum() * units
+        assert [int(x) for x in next_ledger] == [owed, 2 * hits.sum()]
+        assert int(next_grains[0]) == 0
         after_deposit = d.copy()
-        out = np.full_like(d, np.nan)
-        module.redistribute(height, surface, d, np.float32(0.3), np.float32(0.05),
-                            np.float32(0.25), out)
-        np.testing.assert_array_equal(d, after_deposit)       # the input is left as is
-        results.append((after_deposit, out, total))
+        out = xp.full_like(d, np.nan)
+        module.redistribute(xp.asarray(height), xp.asarray(surface), d, np.float32(0.3),
+                            np.float32(0.05), np.float32(0.25), out, **options)
+        np.testing.assert_array_equal(host(d), host(after_deposit))   # the input is left as is
+        results.append([host(after_deposit), host(out), host(total)])
     for got, expected in zip(results[1], results[0]):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
-    moved = results[0][1] != results[0][0]
-    assert np.count_nonzero(moved) > 20
+    assert int(results[1][2][0]) == 2 * hits.sum()
+    assert np.count_nonzero(results[0][1] != results[0][0]) > 20
+
+
+_BOOKS_BUILDS = [pytest.param("cpu", None, id="cpu"),
+                 pytest.param("gpu", None, marks=pytest.mark.gpu, id="gpu"),
+                 pytest.param("gpu", 16, marks=pytest.mark.gpu, id="gpu-rows16")]
+
+
+@pytest.mark.parametrize("backend, max_grid_rows", _BOOKS_BUILDS, indirect=["backend"])
+def test_imposed_deposit_shares_out_steps_without_landings_and_caps(backend, max_grid_rows):
+    """Steps with no landing owe their snowfall on; a lone landing takes at most
+    MAX_LANDING_UNITS; the books and the depth follow the reference's over every step, on
+    the GPU also launched in several bands of rows (the ledger is written once, by the
+    first band)."""
+    kernels, xp, bands = backend.kernel_module("cover"), backend.xp, _bands(backend, max_grid_rows)
+    shape = (70, 90)
+    surface = np.ones(shape, bool)
+    scale = ref_cover.deposit_scale(surface, 0.01, 0.25)
+    nominal = 7 * ref_cover.WEIGHT_UNITS + 3
+    counts = [0, 0, 1, 0, 40, 2, 0, 300]
+    rng = np.random.default_rng(8)
+    steps = []
+    for count in counts:
+        hits = np.zeros(shape, np.int32)
+        np.add.at(hits.ravel(), rng.integers(0, hits.size, count), 1)
+        steps.append(hits)
+    results = []
+    for module, xp, host, options in ((ref_cover, np, np.asarray, {}),
+                                      (kernels, xp, backend.to_host, bands)):
+        depth, total, weighted = xp.zeros(shape, xp.float32), xp.zeros(1, xp.int64), xp.zeros(1, xp.int64)
+        ledger, spare = xp.zeros(2, xp.int64), xp.zeros(2, xp.int64)
+        books = []
+        for hits in steps:
+            module.deposit_hits(xp.asarray(hits), xp.asarray(scale), xp.asarray(surface), depth,
+                                total, xp.zeros(shape, xp.int32), weighted, ledger, spare, nominal,
+                                **options)
+            ledger, spare = spare, ledger
+            books.append((int(weighted[0]), int(ledger[0]), int(ledger[1])))
+        results.append((host(depth), books))
+    assert results[1][1] == results[0][1]
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6, atol=1e-7)
+    books = results[0][1]
+    assert books[1] == (0, 2 * nominal, 0)                            # nothing landed yet
+    assert books[2][0] == ref_cover.MAX_LANDING_UNITS                 # one landing: capped
+    assert books[-1][0] + books[-1][1] == len(counts) * nominal       # all of it, in the end
 
 
 def test_redistribution_conserves_and_never_goes_negative():

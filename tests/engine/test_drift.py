@@ -1,5 +1,6 @@
-"""Wind-driven snow transport: the Numba kernels against the NumPy reference (bit for bit),
-exact volume books, erosion where the flux grows and deposition where it shrinks, the
+"""Wind-driven snow transport: the Numba and CUDA kernels against the NumPy reference (bit
+for bit; the ``backend`` fixture: cpu, and gpu where CuPy has a device, else skipped with the
+reason), exact volume books, erosion where the flux grows and deposition where it shrinks, the
 threshold, the settings' checks, and the lee drift of a snow fence in a whole bake."""
 import math
 
@@ -7,7 +8,6 @@ import numpy as np
 import pytest
 
 from snowfall.kernels.cpu import drift as cpu
-from snowfall.kernels.cpu import wind as cpu_wind
 from snowfall.kernels.reference import drift as ref
 from snowfall.kernels.reference import wind as ref_wind
 from snowfall.snow_addon import Simulation, SnowSettings
@@ -45,40 +45,72 @@ def _cut(fractions, seed):
     return tuple(cut)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_numba_drift_kernels_match_reference_bit_for_bit(seed, fractions_of):
-    solid, u, v, w, has_surface, snow, height = _random_case(seed)
+def _wrap_buffer(xp, shape):
+    """A backend's wrap buffer (wrap_buffer_size): 9.0 where the transport writes, its count
+    of finished blocks (the GPU's, a uint32 in slot 2) 0 as a launch needs it."""
+    wrap = xp.full(ref.wrap_buffer_size(shape), 9.0, np.float32)
+    wrap[2] = 0.0                                   # the bits of uint32 0
+    return wrap
+
+
+# small: 7 x 9 wind columns over 23 x 31 nodes; wide: 37 x 70 columns over 45 x 83 nodes,
+# rows wider than a block of threads
+_DRIFT_CASES = ([pytest.param(seed, False, id=f"small-{seed}") for seed in (1, 2, 3)]
+                + [pytest.param(seed, True, id=f"wide-{seed}") for seed in (1, 2)])
+
+
+@pytest.mark.parametrize("seed, wide", _DRIFT_CASES)
+def test_drift_kernels_match_reference_bit_for_bit(backend, seed, wide, fractions_of):
+    """The backend's surface wind (voxel faces, faces cut along the ground, faces cut at
+    random), saltation flux and transport (the edges wrapping across either axis, or not)
+    against the reference, bit for bit."""
+    kd, xp, host = backend.kernel_module("drift"), backend.xp, backend.to_host
+    solid, u, v, w, has_surface, snow, height = (
+        _random_case(seed, ny=37, nx=70, hy=45, hx=83) if wide else _random_case(seed))
     ny, nx = solid.shape[1:]
-    for fractions in (_cut(fractions_of(solid), seed), fractions_of(solid)):
-        wind = [np.zeros((ny, nx), np.float32) for _ in range(4)]
-        ref.surface_wind(u, v, w, fractions, wind[0], wind[1])
-        cpu.surface_wind(u, v, w, fractions, wind[2], wind[3])
-        np.testing.assert_array_equal(wind[0], wind[2])
-        np.testing.assert_array_equal(wind[1], wind[3])
+    device_faces = [xp.asarray(a) for a in (u, v, w)]
+    for fractions in (_cut(fractions_of(solid), seed),
+                      fractions_of(solid, np.random.default_rng(seed)), fractions_of(solid)):
+        wind = [np.zeros((ny, nx), np.float32) for _ in range(2)]
+        ref.surface_wind(u, v, w, fractions, *wind)
+        device_wind = [xp.full((ny, nx), 9.0, np.float32) for _ in range(2)]
+        kd.surface_wind(*device_faces, tuple(xp.asarray(f) for f in fractions), *device_wind)
+        for a, e in zip(device_wind, wind):
+            np.testing.assert_array_equal(host(a), e)
     assert wind[0][2, 3] == 0 and wind[1][2, 3] == 0  # voxels: no open cell in that column
     shape = has_surface.shape
-    flux = [np.zeros(shape, np.float32) for _ in range(4)]
-    args = (-1.0, -2.0, 1.5, -0.5, -1.7, 0.4, has_surface, 0.07, 0.3, 0.05, 0.6, 0.8)
-    ref.saltation_flux(wind[0], wind[1], *args, flux[0], flux[1])
-    cpu.saltation_flux(wind[0], wind[1], *args, flux[2], flux[3])
-    np.testing.assert_array_equal(flux[0], flux[2])
-    np.testing.assert_array_equal(flux[1], flux[3])
+    args = (-1.0, -2.0, 1.5, -0.5, -1.7, 0.4)
+    flux = [np.zeros(shape, np.float32) for _ in range(2)]
+    ref.saltation_flux(*wind, *args, has_surface, 0.07, 0.3, 0.05, 0.6, 0.8, *flux)
+    device_flux = [xp.full(shape, 9.0, np.float32) for _ in range(2)]
+    kd.saltation_flux(*device_wind, *args, xp.asarray(has_surface), 0.07, 0.3, 0.05, 0.6, 0.8,
+                      *device_flux)
+    for a, e in zip(device_flux, flux):
+        np.testing.assert_array_equal(host(a), e)
     assert np.abs(flux[0]).max() > 0 and not flux[0][~has_surface].any()
     for downwind_axis in (-1, 0, 1):
-        out = [np.zeros(shape, np.float32) for _ in range(2)]
-        wraps = [np.full(ref.wrap_buffer_size(shape), 9.0, np.float32) for _ in range(2)]
-        ref.drift_transport(flux[0], flux[1], height, has_surface, snow, 2.0, 0.3, out[0],
-                            downwind_axis, wraps[0])
-        cpu.drift_transport(flux[0], flux[1], height, has_surface, snow, 2.0, 0.3, out[1],
-                            downwind_axis, wraps[1])
-        np.testing.assert_array_equal(out[0], out[1])
-        np.testing.assert_array_equal(wraps[0][:2], wraps[1][:2])
+        out = np.zeros(shape, np.float32)
+        wrap = np.full(ref.wrap_buffer_size(shape), 9.0, np.float32)
+        ref.drift_transport(*flux, height, has_surface, snow, 2.0, 0.3, out, downwind_axis,
+                            wrap)
+        device_out, device_wrap = xp.zeros(shape, np.float32), _wrap_buffer(xp, shape)
+        kd.drift_transport(*device_flux, xp.asarray(height), xp.asarray(has_surface),
+                           xp.asarray(snow), 2.0, 0.3, device_out, downwind_axis, device_wrap)
+        np.testing.assert_array_equal(host(device_out), out)
+        np.testing.assert_array_equal(host(device_wrap[:2]), wrap[:2])
+        if downwind_axis >= 0:
+            assert wrap[0] > 0 or wrap[1] > 0
+        # the GPU's count of finished blocks is back to 0, ready for the next launch
+        assert host(device_wrap[2:3]).view(np.uint32)[0] == 0
 
 
-@pytest.mark.parametrize("size", [1, 255, 256, 257, 600, 1031])
-def test_the_wrap_matches_reference_bit_for_bit_on_long_and_short_edges(size):
-    # edges longer than the reduction's threads (256) take the strided partial sums; an
-    # edge of one node is both the first and the last
+@pytest.mark.parametrize("size", [1, 255, 256, 257, 600, 1031, 8193])
+def test_the_wrap_matches_reference_bit_for_bit_on_long_and_short_edges(backend, size):
+    # edges longer than the reduction's threads (256) take the strided partial sums (on the
+    # GPU in the last block's tail, then a tree, in the reference's order); an edge of one
+    # node is both the first and the last; one buffer for every launch on the backend (the
+    # GPU's count of finished blocks back to 0 each time)
+    kd, xp, host = backend.kernel_module("drift"), backend.xp, backend.to_host
     rng = np.random.default_rng(size)
     for shape in ((size, 5), (5, size), (size, 1)):
         flux_x = (0.5 * rng.standard_normal(shape)).astype(np.float32)
@@ -86,16 +118,19 @@ def test_the_wrap_matches_reference_bit_for_bit_on_long_and_short_edges(size):
         snow = (0.2 * rng.random(shape)).astype(np.float32)
         height = np.zeros(shape, np.float32)
         has_surface = rng.random(shape) > 0.1
-        for axis in (0, 1):
-            outs = [np.zeros(shape, np.float32) for _ in range(2)]
-            wraps = [np.full(ref.wrap_buffer_size(shape), 9.0, np.float32) for _ in range(2)]
-            for module, out, wrap in zip((ref, cpu), outs, wraps):
-                module.drift_transport(flux_x, flux_y, height, has_surface, snow, 2.0, 0.3,
-                                       out, axis, wrap)
-            np.testing.assert_array_equal(outs[0], outs[1])
-            np.testing.assert_array_equal(wraps[0][:2], wraps[1][:2])
-            assert outs[0].sum(dtype=np.float64) == pytest.approx(
-                snow.sum(dtype=np.float64), rel=1e-5)
+        device_in = [xp.asarray(a) for a in (flux_x, flux_y, height, has_surface, snow)]
+        device_wrap = _wrap_buffer(xp, shape)
+        for axis in (0, 1, 0):
+            out = np.zeros(shape, np.float32)
+            wrap = np.full(ref.wrap_buffer_size(shape), 9.0, np.float32)
+            ref.drift_transport(flux_x, flux_y, height, has_surface, snow, 2.0, 0.3, out, axis,
+                                wrap)
+            device_out = xp.zeros(shape, np.float32)
+            kd.drift_transport(*device_in, 2.0, 0.3, device_out, axis, device_wrap)
+            np.testing.assert_array_equal(host(device_out), out)
+            np.testing.assert_array_equal(host(device_wrap[:2]), wrap[:2])
+            assert out.sum(dtype=np.float64) == pytest.approx(snow.sum(dtype=np.float64),
+                                                              rel=1e-5)
     # the fixed-order float32 sum is the sum to float32 rounding
     values = rng.random(size).astype(np.float32)
     assert float(ref.edge_sum(values)) == pytest.approx(math.fsum(values.tolist()), rel=1e-5)
@@ -327,37 +362,64 @@ def _shelter_case(seed, ny=23, nx=31, wny=9, wnx=13):
     return height, has_surface, snow, (wny, wnx)
 
 
-@pytest.mark.parametrize("seed", [4, 5])
-def test_numba_shelter_kernels_match_reference_bit_for_bit(seed):
-    height, has_surface, snow, columns = _shelter_case(seed)
-    surface = [np.zeros(columns, np.float32) for _ in range(2)]
-    geometry = (-1.7, 0.4, 0.5, -2.0, 0.1, 1.25)
-    for module, out in zip((ref, cpu), surface):
-        module.column_surface(height, snow, has_surface, *geometry, out)
-    np.testing.assert_array_equal(surface[0], surface[1])
-    obstacles = [np.zeros(columns, np.float32) for _ in range(2)]
-    for module, out in zip((ref_wind, cpu_wind), obstacles):
-        module.obstacle_surface(height, snow, *geometry, surface[0], out)
-    np.testing.assert_array_equal(obstacles[0], obstacles[1])
-    assert (obstacles[0] < surface[0]).any() and (obstacles[0] == surface[0]).any()
-    top = [np.zeros(columns, np.float32) for _ in range(2)]
-    for module, out in zip((ref, cpu), top):
-        module.separation_bubble(surface[0], -2.0, 0.1, 1.25, 0.8, -0.6, 1 / 12, 0.2, 1.25, 2.0,
-                                 12.0, out)
-    np.testing.assert_array_equal(top[0], top[1])
+# small: 23 x 31 nodes under 9 x 13 wind columns of 1.25 m; wide: 45 x 83 nodes under
+# 17 x 29 columns of 1.45 m, rows wider than a block of threads, the bubble 30 m long
+_SHELTER_CASES = ([pytest.param(seed, False, id=f"small-{seed}") for seed in (4, 5)]
+                  + [pytest.param(seed, True, id=f"wide-{seed}") for seed in (4, 5)])
+
+
+@pytest.mark.parametrize("seed, wide", _SHELTER_CASES)
+def test_shelter_kernels_match_reference_bit_for_bit(backend, seed, wide):
+    """The backend's column surface, obstacle surface, separation bubble, sheltered
+    saltation flux, horseshoe vortex and the surface wind under it against the reference,
+    bit for bit; then what the reference's surface wind does under the vortex."""
+    kd, kw = backend.kernel_module("drift"), backend.kernel_module("wind")
+    xp, host = backend.xp, backend.to_host
+    height, has_surface, snow, columns = (_shelter_case(seed, 45, 83, 17, 29) if wide
+                                          else _shelter_case(seed))
+    cell, reach = (1.45, 30.0) if wide else (1.25, 12.0)
+    device_ground = [xp.asarray(a) for a in (height, snow, has_surface)]
+
+    def matches(expected, run):
+        """run(out) on a backend array that starts as 9.0 gives the bits of ``expected``;
+        returns that array."""
+        out = xp.full(expected.shape, 9.0, np.float32)
+        run(out)
+        np.testing.assert_array_equal(host(out), expected)
+        return out
+
+    surface = np.zeros(columns, np.float32)
+    geometry = (-1.7, 0.4, 0.5, -2.0, 0.1, cell)
+    ref.column_surface(height, snow, has_surface, *geometry, surface)
+    device_surface = matches(surface,
+                             lambda out: kd.column_surface(*device_ground, *geometry, out))
+    obstacles = np.zeros(columns, np.float32)
+    ref_wind.obstacle_surface(height, snow, *geometry, surface, obstacles)
+    device_obstacles = matches(obstacles, lambda out: kw.obstacle_surface(
+        *device_ground[:2], *geometry, device_surface, out))
+    assert (obstacles < surface).any() and (obstacles == surface).any()
+    top = np.zeros(columns, np.float32)
+    bubble = (-2.0, 0.1, cell, 0.8, -0.6, 1 / 12, 0.2, 1.25, 2.0, reach)
+    ref.separation_bubble(surface, *bubble, top)
+    device_top = matches(top, lambda out: kd.separation_bubble(device_surface, *bubble, out))
+    assert (top > surface).any()
     wind = (4 * np.random.default_rng(seed).standard_normal((2,) + columns)).astype(np.float32)
-    flux = [np.zeros(height.shape, np.float32) for _ in range(4)]
-    args = (-2.0, 0.1, 1.25, -1.7, 0.4, 0.5, has_surface, 0.07, 0.1, 0.05, 0.8, -0.6)
-    ref.saltation_flux(*wind, *args, flux[0], flux[1], height, snow, top[0])
-    cpu.saltation_flux(*wind, *args, flux[2], flux[3], height, snow, top[0])
-    np.testing.assert_array_equal(flux[0], flux[2])
-    np.testing.assert_array_equal(flux[1], flux[3])
+    flux = [np.zeros(height.shape, np.float32) for _ in range(2)]
+    args = (-2.0, 0.1, cell, -1.7, 0.4, 0.5, has_surface, 0.07, 0.1, 0.05, 0.8, -0.6)
+    ref.saltation_flux(*wind, *args, *flux, height, snow, top)
+    device_args = args[:6] + (device_ground[2],) + args[7:]
+    device_flux = [xp.full(height.shape, 9.0, np.float32) for _ in range(2)]
+    kd.saltation_flux(*[xp.asarray(a) for a in wind], *device_args, *device_flux,
+                      *device_ground[:2], device_top)
+    for a, e in zip(device_flux, flux):
+        np.testing.assert_array_equal(host(a), e)
     for heading in ((0.8, -0.6), (1.0, 0.0), (-0.28, 0.96)):
-        scour = [np.zeros(columns, np.float32) for _ in range(2)]
-        for module, out in zip((ref, cpu), scour):
-            module.horseshoe_vortex(obstacles[0], 1.25, *heading, 1.0, 0.7, 2.5, 4, out)
-        np.testing.assert_array_equal(scour[0], scour[1])
-        assert (scour[0] > 1).any() and (scour[0] == 1).any()
+        scour = np.zeros(columns, np.float32)
+        vortex = (cell, *heading, 1.0, 0.7, 2.5, 4)
+        ref.horseshoe_vortex(obstacles, *vortex, scour)
+        device_scour = matches(scour,
+                               lambda out: kd.horseshoe_vortex(device_obstacles, *vortex, out))
+        assert (scour > 1).any() and (scour == 1).any()
     fluxes = [np.zeros(columns, np.float32) for _ in range(4)]
     rng = np.random.default_rng(seed)
     nz, (wny, wnx) = 4, columns
@@ -367,19 +429,21 @@ def test_numba_shelter_kernels_match_reference_bit_for_bit(seed):
     fractions = (np.ones(u.shape, np.float32), np.ones(v.shape, np.float32),
                  np.ones(w.shape, np.float32))
     heading = (-0.28, 0.96)
-    ref.surface_wind(u, v, w, fractions, fluxes[0], fluxes[1], scour[0], 1.5, *heading)
-    cpu.surface_wind(u, v, w, fractions, fluxes[2], fluxes[3], scour[0], 1.5, *heading)
-    np.testing.assert_array_equal(fluxes[0], fluxes[2])
-    np.testing.assert_array_equal(fluxes[1], fluxes[3])
+    ref.surface_wind(u, v, w, fractions, fluxes[0], fluxes[1], scour, 1.5, *heading)
+    device_wind = [xp.full(columns, 9.0, np.float32) for _ in range(2)]
+    kd.surface_wind(*[xp.asarray(a) for a in (u, v, w)], tuple(xp.asarray(f) for f in fractions),
+                    *device_wind, device_scour, 1.5, *heading)
+    for a, e in zip(device_wind, fluxes[:2]):
+        np.testing.assert_array_equal(host(a), e)
     # under the vortex: scour times the larger of the resolved and the approach speed,
     # along the resolved wind plus the heading times the speed it lacks of the approach
     # flow's, where that blows with the heading, else along the heading
     ref.surface_wind(u, v, w, fractions, fluxes[2], fluxes[3])
-    band = scour[0] > 1
+    band = scour > 1
     plain_speed = np.hypot(fluxes[2], fluxes[3])
     np.testing.assert_array_equal(fluxes[0][~band], fluxes[2][~band])
     np.testing.assert_allclose(np.hypot(fluxes[0], fluxes[1])[band],
-                               (scour[0] * np.maximum(plain_speed, 1.5))[band], rtol=1e-5)
+                               (scour * np.maximum(plain_speed, 1.5))[band], rtol=1e-5)
     deficit = np.maximum(1.5 - plain_speed, 0.0)
     direction = np.stack([fluxes[2] + deficit * heading[0], fluxes[3] + deficit * heading[1]])
     with_heading = direction[0] * heading[0] + direction[1] * heading[1] > 0

@@ -1,5 +1,6 @@
-"""CUDA builds of the flake and cover kernels against the NumPy reference, and whole
-CPU-vs-GPU runs with the documented tolerances (docs/flakes_and_cover.md):
+"""CUDA build of the flake kernels against the NumPy reference, and whole CPU-vs-GPU runs
+of the flakes and the cover with the documented tolerances (docs/flakes_and_cover.md; the
+cover kernels against the reference: tests/engine/test_cover.py, over the backends):
 
 * respawn counts and hit counts: identical (the same random stream, the same float32
   operation order, --fmad=false; only sin/cos of the spiral phase are computed in double
@@ -12,7 +13,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from snowfall.kernels.reference import cover as ref_cover
 from snowfall.kernels.reference import flakes as ref_flakes
 from snowfall.snow_addon.backend import select_backend
 from snowfall.snow_addon.cover import SnowCover
@@ -139,88 +139,6 @@ def test_gpu_flake_kernels_match_reference(gpu_backend):
     expected = np.empty(n, np.uint32)
     expected[destination] = flake_id
     np.testing.assert_array_equal(cupy.asnumpy(out), expected)
-
-
-@pytest.mark.parametrize("shape, max_grid_rows", [((37, 53), None), ((70, 600), 16)])
-def test_gpu_cover_kernels_match_reference(gpu_backend, monkeypatch, shape, max_grid_rows):
-    """Also rows wider than a block and heightmaps launched in several row bands."""
-    import cupy
-    from snowfall.kernels.gpu import cover as gpu_cover
-
-    if max_grid_rows is not None:
-        monkeypatch.setattr(gpu_cover, "MAX_GRID_ROWS", max_grid_rows)
-    rng = np.random.default_rng(4)
-    height = rng.normal(0, 0.6, shape).astype(np.float32)
-    height[2:6, 3:9] = OPEN_HEIGHT
-    surface = height > -1e29
-    depth = np.where(surface, rng.uniform(0, 0.5, shape), 0).astype(np.float32)
-    hits = np.where(surface, rng.integers(0, 4, shape), 0).astype(np.int32)
-    scale = ref_cover.deposit_scale(surface, 0.01, 0.25)
-    results = []
-    for module, xp in ((ref_cover, np), (gpu_cover, cupy)):
-        d, total = xp.asarray(depth.copy()), xp.zeros(1, xp.int64)
-        device_hits, next_hits = xp.asarray(hits), xp.ones(shape, xp.int32)
-        module.deposit_hits(device_hits, xp.asarray(scale), xp.asarray(surface), d, total, next_hits)
-        assert int(next_hits.sum()) == 0 and int(device_hits.sum()) == hits.sum()
-        weighted, next_grains = xp.zeros(1, xp.int64), xp.ones(1, xp.int32)
-        ledger = xp.asarray(np.array([3, hits.sum()], np.int64))    # booked the first call
-        next_ledger, nominal = xp.zeros(2, xp.int64), 5 * ref_cover.WEIGHT_UNITS + 7
-        module.deposit_hits(device_hits, xp.asarray(scale), xp.asarray(surface), d, total,
-                            next_hits, weighted, ledger, next_ledger, nominal, next_grains)
-        units, owed = ref_cover.landing_units(3, nominal, hits.sum())
-        assert int(weighted[0]) == hits.sum() * units
-        assert [int(x) for x in next_ledger] == [owed, 2 * hits.sum()]
-        assert int(next_grains[0]) == 0
-        after_deposit = d.copy()
-        out = xp.full_like(d, np.nan)
-        module.redistribute(xp.asarray(height), xp.asarray(surface), d, np.float32(0.3),
-                            np.float32(0.05), np.float32(0.25), out)
-        results.append([after_deposit, out, total])
-    for got, expected in zip(results[1], results[0]):
-        np.testing.assert_allclose(cupy.asnumpy(got), expected, rtol=1e-6, atol=1e-7)
-    assert int(results[1][2][0]) == 2 * hits.sum()
-    assert np.count_nonzero(results[0][1] != results[0][0]) > 20
-
-
-@pytest.mark.parametrize("max_grid_rows", [None, 16])
-def test_gpu_imposed_deposit_shares_out_steps_without_landings_and_caps(
-        gpu_backend, monkeypatch, max_grid_rows):
-    """Steps with no landing owe their snowfall on; a lone landing takes at most
-    MAX_LANDING_UNITS; the books and the depth follow the reference's over every step, also
-    launched in several row bands (the ledger is written once, by the first band)."""
-    import cupy
-    from snowfall.kernels.gpu import cover as gpu_cover
-
-    if max_grid_rows is not None:
-        monkeypatch.setattr(gpu_cover, "MAX_GRID_ROWS", max_grid_rows)
-    shape = (70, 90)
-    surface = np.ones(shape, bool)
-    scale = ref_cover.deposit_scale(surface, 0.01, 0.25)
-    nominal = 7 * ref_cover.WEIGHT_UNITS + 3
-    counts = [0, 0, 1, 0, 40, 2, 0, 300]
-    rng = np.random.default_rng(8)
-    steps = []
-    for count in counts:
-        hits = np.zeros(shape, np.int32)
-        np.add.at(hits.ravel(), rng.integers(0, hits.size, count), 1)
-        steps.append(hits)
-    results = []
-    for module, xp in ((ref_cover, np), (gpu_cover, cupy)):
-        depth, total, weighted = xp.zeros(shape, xp.float32), xp.zeros(1, xp.int64), xp.zeros(1, xp.int64)
-        ledger, spare = xp.zeros(2, xp.int64), xp.zeros(2, xp.int64)
-        books = []
-        for hits in steps:
-            module.deposit_hits(xp.asarray(hits), xp.asarray(scale), xp.asarray(surface), depth,
-                                total, xp.zeros(shape, xp.int32), weighted, ledger, spare, nominal)
-            ledger, spare = spare, ledger
-            books.append((int(weighted[0]), int(ledger[0]), int(ledger[1])))
-        results.append((cupy.asnumpy(depth) if xp is cupy else depth, books))
-    assert results[1][1] == results[0][1]
-    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6, atol=1e-7)
-    books = results[0][1]
-    assert books[1] == (0, 2 * nominal, 0)                            # nothing landed yet
-    assert books[2][0] == ref_cover.MAX_LANDING_UNITS                 # one landing: capped
-    assert books[-1][0] + books[-1][1] == len(counts) * nominal       # all of it, in the end
 
 
 def run_bake(backend_name, steps, sort_interval=None, resume_at=None):

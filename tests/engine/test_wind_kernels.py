@@ -420,15 +420,12 @@ _VCYCLE_BUILDS = [pytest.param("cpu", None, None, None, id="cpu")] + [
 # (9, 12, 90): the porous fence strip's levels, staged in 45 KB of dynamic shared memory,
 # which with the kernel's static part passes the 48 KB a launch gets without opting in
 @pytest.mark.parametrize("shape", [(5, 7, 9), (3, 37, 70), (9, 21, 30), (24, 40, 38), (9, 12, 90)])
-def test_coarse_vcycle_is_the_kernel_sequence(build, shape, staged, warp_cells, threads,
-                                              monkeypatch):
+def test_coarse_vcycle_is_the_kernel_sequence(build, shape, staged, warp_cells, threads):
     """coarse_vcycle gives the bits of the per-level kernel sequence it replaces."""
     _gw, gp, xp = _kernels_of(select_backend(build))
-    if build == "gpu":
-        monkeypatch.setattr(gp, "WARP_LEVEL_CELLS", warp_cells)
-        monkeypatch.setattr(gp, "COARSE_VCYCLE_THREADS", threads)
-        if not staged:
-            monkeypatch.setattr(gp, "_shared_limit", lambda: 0)
+    # the GPU build's keyword-only tuning knobs (the CPU's takes the reference's arguments)
+    tuning = ({} if build != "gpu" else
+              dict(warp_level_cells=warp_cells, threads=threads, staged=staged))
     rng = np.random.default_rng(25)
     host = _level_stack(xp, shape, rng)
     start = 1 if len(host["sol"]) > 1 else 0
@@ -438,7 +435,7 @@ def test_coarse_vcycle_is_the_kernel_sequence(build, shape, staged, warp_cells, 
     fused = _device_stack(xp, host)
     pick = slice(start, None)
     gp.coarse_vcycle(fused["sol"][pick], fused["rhs"][pick], fused["res"][pick], fused["coef"][pick],
-                     fused["factors"][pick], smoothing, coarsest)
+                     fused["factors"][pick], smoothing, coarsest, **tuning)
     for name in ("sol", "rhs", "res"):
         for a, b in zip(fused[name][pick], sequence[name][pick]):
             np.testing.assert_array_equal(xp.asnumpy(a), xp.asnumpy(b))
@@ -450,7 +447,7 @@ def test_coarse_vcycle_is_the_kernel_sequence(build, shape, staged, warp_cells, 
     # a second call on the same arrays (the cached level table) gives the same bits
     again = xp.asnumpy(fused["sol"][start]).copy()
     gp.coarse_vcycle(fused["sol"][pick], fused["rhs"][pick], fused["res"][pick], fused["coef"][pick],
-                     fused["factors"][pick], smoothing, coarsest)
+                     fused["factors"][pick], smoothing, coarsest, **tuning)
     np.testing.assert_array_equal(xp.asnumpy(fused["sol"][start]), again)
 
 
@@ -465,6 +462,25 @@ def test_gpu_coarse_vcycle_refuses_a_fine_level(gpu_backend):
              xp.ones((5, 128, 128), np.float32))
     with pytest.raises(ValueError, match="fewer than 65536 cells"):
         gp.coarse_vcycle([arrays[0]], [arrays[1]], [arrays[2]], [coefs], [(1, 1, 1)], 3, 8)
+    assert float(xp.abs(arrays[0]).max()) == 0.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tuning, message", [
+    (dict(threads=100), "multiple of 32"), (dict(threads=2048), "multiple of 32"),
+    (dict(threads=0), "multiple of 32"), (dict(warp_level_cells=-1), "warp_level_cells"),
+    (dict(warp_level_cells=True), "warp_level_cells")])
+def test_gpu_coarse_vcycle_refuses_tuning_it_cannot_run(gpu_backend, tuning, message):
+    """The GPU build's tuning knobs are checked before anything runs: a block of whole
+    warps, at most 1024 threads; a cell count for the one-warp levels."""
+    _gw, gp, xp = _kernels_of(gpu_backend)
+    shape = (3, 4, 5)
+    arrays = [xp.zeros(shape, np.float32) for _ in range(3)]
+    coefs = (xp.ones((3, 4, 6), np.float32), xp.ones((3, 5, 5), np.float32),
+             xp.ones((4, 4, 5), np.float32))
+    with pytest.raises(ValueError, match=message):
+        gp.coarse_vcycle([arrays[0]], [arrays[1]], [arrays[2]], [coefs], [(1, 1, 1)], 3, 8,
+                         **tuning)
     assert float(xp.abs(arrays[0]).max()) == 0.0
 
 
