@@ -11,8 +11,8 @@ the pressure copy must have transfer_scale, restrict_scaled_residual and
 prolong_scaled_add (run 6), which the current WindSolver calls.
 Times are CUDA-event medians; a whole step includes its host reads of the CG scalars.
 ``--warp-cells`` is passed to coarse_vcycle (its ``warp_level_cells``, through a copy of
-the pressure module's namespace); ``--coarse-cells`` still sets the module's
-COARSE_VCYCLE_CELLS for the run (WindSolver reads it off the module as it is built).
+the pressure module's namespace); ``--coarse-cells`` is the solver option
+``SolverOptions.coarse_vcycle_cells`` (0 for a baseline copy without coarse_vcycle).
 """
 import argparse
 import functools
@@ -44,8 +44,6 @@ def load_modules(directory):
         spec.loader.exec_module(module)
         modules.append(module)
     # older pressure modules have no one-launch coarse V-cycle: the per-level path
-    pressure = modules[1]
-    pressure.COARSE_VCYCLE_CELLS = getattr(pressure, "COARSE_VCYCLE_CELLS", 0)
     return modules
 
 
@@ -104,7 +102,8 @@ def measure(shape, copy_bw, modules=None, kernels=True, options=None, warp_cells
     r["cg_direction_ms"] = timed(lambda: ws._replay("direction", ws._cg_direction), reps=20) * 1e3
     kp = ws._pressure
     first = next((n for n, lv in enumerate(ws.levels)
-                  if n > 0 and lv.shape[0] * lv.shape[1] * lv.shape[2] <= kp.COARSE_VCYCLE_CELLS), None)
+                  if n > 0 and lv.shape[0] * lv.shape[1] * lv.shape[2]
+                  <= ws.options.coarse_vcycle_cells), None)
     if first is not None:
         rest = ws.levels[first:]
         args = ([lv.solution for lv in rest], [lv.rhs for lv in rest], [lv.residual for lv in rest],
@@ -191,7 +190,7 @@ def main():
     if args.baseline:
         variants.append(("baseline", default_pairs, load_modules(args.baseline)))
     import snowfall.kernels.gpu.pressure as gpu_pressure
-    default_cells = gpu_pressure.COARSE_VCYCLE_CELLS
+    default_cells = SolverOptions().coarse_vcycle_cells
     cells_list = ([int(c) for c in args.coarse_cells.split(",")] if args.coarse_cells
                   else [default_cells])
     default_warp = gpu_pressure.WARP_LEVEL_CELLS
@@ -206,17 +205,17 @@ def main():
         nx, ny, nz = (int(n) for n in size.split("x"))
         for (name, pairs, modules), extrapolate in [(v, int(e)) for v in variants
                                                      for e in args.extrapolate.split(",")]:
-            options = SolverOptions(smoothing_pairs=pairs, extrapolate_pressure=bool(extrapolate))
             name = f"{name} extrapolate={extrapolate}"
             warp = None
             if isinstance(modules, tuple):
-                # no solver option for it yet: WindSolver reads COARSE_VCYCLE_CELLS off the
-                # kernel module when it is built (restored below)
-                (gpu_pressure.COARSE_VCYCLE_CELLS, warp), modules = modules, None
+                (cells, warp), modules = modules, None
+            else:   # older pressure modules have no one-launch coarse V-cycle: per level
+                cells = getattr(modules[1], "COARSE_VCYCLE_CELLS", 0)
+            options = SolverOptions(smoothing_pairs=pairs, extrapolate_pressure=bool(extrapolate),
+                                    coarse_vcycle_cells=cells)
             key = f"{size} {name} pairs={pairs}"
             r = measure((nz, ny, nx), copy_bw, modules, kernels=not args.no_kernels, options=options,
                         warp_cells=warp)
-            gpu_pressure.COARSE_VCYCLE_CELLS = default_cells
             results[key] = r
             print(key, json.dumps({k: (round(v, 4) if isinstance(v, float) else v)
                                    for k, v in r.items()}), flush=True)

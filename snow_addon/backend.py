@@ -1,7 +1,11 @@
 """Choosing where the simulation runs: the GPU (CuPy) when it can, else the CPU (Numba).
 
-A ``Backend`` bundles the array module (numpy or cupy), the matching kernel package
-(``kernels.reference``, ``kernels.cpu`` or ``kernels.gpu``), and why it was chosen.
+A ``Backend`` bundles the array module (numpy or cupy), the matching kernel build
+(``kernels.reference``, ``kernels.cpu`` or ``kernels.gpu``), and why it was chosen; it
+hands out the build's module of each stage (``kernel_module``, the stages and what each
+provides: ``kernels.contract``). The engine gets every kernel module here, never by
+importing a build: ``build_module`` for a build by backend name (the heightmap, made before
+a backend is chosen), ``host_kernels`` for the NumPy helpers that work on host arrays.
 When the GPU is not used, ``diagnose_gpu`` says why: no NVIDIA driver, a driver too old
 for the CUDA runtime of the installed CuPy, no GPU build installed (no CuPy), no GPU, or
 CUDA failing otherwise. The GPU build of the extension bundles CuPy and the CUDA runtime
@@ -93,9 +97,10 @@ class Backend:
             return int(free + pool.free_bytes())
         return host_memory_available()
 
-    def kernel_module(self, domain: str) -> ModuleType:
-        """The kernels of one domain ("wind", "flakes", ...) for this backend."""
-        return importlib.import_module(f"{self.kernels.__name__}.{domain}")
+    def kernel_module(self, stage: str) -> ModuleType:
+        """This backend's module of one stage ("wind", "flakes", ...; kernels.contract.STAGES
+        says what it provides)."""
+        return build_module(self.name, stage)
 
     def describe(self) -> str:
         where = f" on {self.device_name}" if self.device_name else ""
@@ -361,9 +366,36 @@ def gpu_unavailable_reason() -> str | None:
     return None if diagnosis.usable else diagnosis.reason
 
 
+#: The kernel build (a package of kernels/) each backend runs.
+BUILDS = {"numpy": "reference", "cpu": "cpu", "gpu": "gpu"}
+#: The NumPy helpers the engine runs on host arrays (the gusts' random keys, the preview's
+#: wind samples): modules of the reference build that are not stages.
+HOST_HELPERS = ("rng", "sampling")
+
+
 def _kernels(name: str) -> ModuleType:
     package = __package__.rsplit(".", 1)[0]  # the top-level package, whatever Blender calls it
     return importlib.import_module(f"{package}.kernels.{name}")
+
+
+def build_module(backend_name: str, stage: str) -> ModuleType:
+    """The module of ``stage`` (a key of kernels.contract.STAGES) in the build that backend
+    ``backend_name`` ("numpy", "cpu" or "gpu") runs. The GPU build's heightmap is the CPU
+    build's (the terrain is rasterised on the host, once)."""
+    from ..kernels.contract import STAGES
+
+    if stage not in STAGES:
+        raise ValueError(f"no kernel stage {stage!r}: one of {', '.join(STAGES)}")
+    if backend_name not in BUILDS:
+        raise ValueError(f"no kernel build for backend {backend_name!r}")
+    return _kernels(f"{BUILDS[backend_name]}.{stage}")
+
+
+def host_kernels(name: str) -> ModuleType:
+    """A NumPy helper module for host arrays (HOST_HELPERS: "rng", "sampling")."""
+    if name not in HOST_HELPERS:
+        raise ValueError(f"no host helper module {name!r}: one of {', '.join(HOST_HELPERS)}")
+    return _kernels(f"reference.{name}")
 
 
 def select_backend(requested: str = "auto") -> Backend:

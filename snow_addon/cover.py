@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..kernels.reference.cover import WEIGHT_UNITS
+from ..kernels.contract import WEIGHT_UNITS
 from . import stages
 from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError

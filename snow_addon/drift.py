@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..kernels.reference.drift import BARE_GROUND, OPEN_SNOWFIELD, WRAP, wrap_buffer_size
+from ..kernels.contract import BARE_GROUND, OPEN_SNOWFIELD, WRAP, BlowingSnow, wrap_buffer_size
 from .errors import SnowInputError
 from .wind import KARMAN, MIXING_HEIGHT, base_wind  # noqa: F401 (one home: the wind's)
 
@@ -148,7 +148,7 @@ class SnowDrift:
         self.bubble_top = xp.zeros((grid.ny, grid.nx), xp.float32)
         self.scour = xp.ones((grid.ny, grid.nx), xp.float32)
         # the transport's wrap: the even inflow per node of the upwind and downwind edge
-        # (m) and the GPU's scratch (kernels.reference.drift.wrap_buffer_size)
+        # (m) and the GPU's scratch (kernels.contract.wrap_buffer_size)
         self.wrap = xp.zeros(wrap_buffer_size(shape), xp.float32)
         #: the upwind fetch (settings.upwind_fetch): the edges across the wind wrap, or are
         #: open with snow blowing in from an open snowfield or from bare ground
@@ -202,7 +202,7 @@ class SnowDrift:
     def update_surface_wind(self, wind, time: float) -> None:
         """Read the surface wind of ``wind`` (a WindSolver) per column and the storm's
         heading at simulated ``time`` s (the heading tells lee eddies apart): what this
-        step's blowing snow (``lift_arguments``) and transport (``step``) use."""
+        step's blowing snow (``blowing_snow``) and transport (``step``) use."""
         speed, heading = base_wind(self.settings, time)
         self.time = float(time)
         self.heading = (math.cos(math.radians(heading)), math.sin(math.radians(heading)))
@@ -212,20 +212,21 @@ class SnowDrift:
                                   self.wind_y, self.scour, speed, *self.heading)
         self.eddy_floor = np.float32(float(self.ustar_per_speed) * speed)
 
-    def lift_arguments(self, step_index: int) -> dict:
-        """Keyword arguments of the flakes kernels' step for blowing snow and the surface
-        layer's eddies (see kernels.reference.flakes): landing flakes are lifted again where
+    def blowing_snow(self, step_index: int) -> BlowingSnow:
+        """The flakes kernels' blowing snow and surface layer's eddies at step
+        ``step_index`` (see kernels.reference.flakes): landing flakes are lifted again where
         u* > u*_t, and every flake swirls with eddies that grow with u* and height, u* at
         least the open fetch's (the wind before gusts through the log law): behind an
         obstacle the slowed surface wind would otherwise calm the eddies of its wake."""
-        return {"surface_x": self.wind_x, "surface_y": self.wind_y,
-                "ustar_per_speed": self.ustar_per_speed, "threshold": self.threshold,
-                "heading_x": np.float32(self.heading[0]), "heading_y": np.float32(self.heading[1]),
-                "lift_strength": np.float32(self.settings.drift_strength),
-                "step_index": np.uint32(step_index & 0xFFFFFFFF), "bubble_top": self.bubble_top,
-                "eddy_scale": self.eddy_scale, "mixing_height": np.float32(MIXING_HEIGHT),
-                "eddy_steps": self.eddy_steps, "grain_speed": np.float32(GRAIN_FALL_SPEED),
-                "eddy_floor": self.eddy_floor}
+        return BlowingSnow(
+            surface_x=self.wind_x, surface_y=self.wind_y,
+            ustar_per_speed=self.ustar_per_speed, threshold=self.threshold,
+            heading_x=np.float32(self.heading[0]), heading_y=np.float32(self.heading[1]),
+            lift_strength=np.float32(self.settings.drift_strength),
+            step_index=np.uint32(step_index & 0xFFFFFFFF), bubble_top=self.bubble_top,
+            eddy_scale=self.eddy_scale, mixing_height=np.float32(MIXING_HEIGHT),
+            eddy_steps=self.eddy_steps, grain_speed=np.float32(GRAIN_FALL_SPEED),
+            eddy_floor=self.eddy_floor)
 
     def step(self, dt: float) -> None:
         """Move snow along the surface wind read by ``update_surface_wind`` for ``dt``

@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from ..kernels.reference.flakes import BARE_GROUND, COUNT_BITS, OPEN_LIMIT, OPEN_SNOWFIELD, WRAP
+from ..kernels.contract import (BARE_GROUND, COUNT_BITS, NO_INFLOW, OPEN_LIMIT, OPEN_SNOWFIELD,
+                                WRAP, FlakeLaw, FlakeState, Ground, Inflow, WindField)
 from .errors import SnowInputError, SnowMemoryError
 from .grid import HeightmapGrid, WindGrid
 from .wind import base_wind, peak_inflow_speed
@@ -47,7 +48,7 @@ class FlakeSystem:
         self.settings, self.grid, self.heightmap, self.backend = settings, grid, heightmap, backend
         self.kernels = backend.kernel_module("flakes")
         self.count = int(settings.flake_count)
-        self.sort_interval = int(getattr(self.kernels, "SORT_INTERVAL", 0))
+        self.sort_interval = int(self.kernels.SORT_INTERVAL)
         sorting = self.sort_interval > 0
         needed = self.count * self._bytes_per_flake(sorting) + (grid.cell_count * 4 if sorting else 0)
         available = backend.memory_available()
@@ -58,6 +59,8 @@ class FlakeSystem:
                                   f"{fits:,} or fewer", needed, available)
         vt_min, vt_max = settings.terminal_speed_range
         self.vt_min, self.vt_max = np.float32(vt_min), np.float32(vt_max)
+        self.law = FlakeLaw(int(settings.seed), self.vt_min, self.vt_max,
+                            np.float32(settings.spiral_radius), np.float32(settings.gravity))
         xp = backend.xp
         for name in FLOAT_STATE:
             setattr(self, name, xp.zeros(self.count, dtype=xp.float32))
@@ -83,14 +86,16 @@ class FlakeSystem:
         """Upper bound of the flakes' memory (bytes), sort scratch included."""
         return int(settings.flake_count) * (STATE_BYTES_PER_FLAKE + SORT_BYTES_PER_FLAKE)
 
-    def _state(self):
-        return tuple(getattr(self, name) for name in STATE_NAMES)
+    def _state(self) -> FlakeState:
+        return FlakeState(self.flake_id, *(getattr(self, name) for name in STATE_NAMES))
 
-    def _common_arguments(self, wind, height, snow_depth):
+    def _fields(self, wind, height, snow_depth) -> tuple:
+        """(WindField, Ground) of the wind ``wind`` and the ground's arrays."""
         g, h = self.grid, self.heightmap
-        return (wind.u, wind.v, wind.w, np.float32(g.x0), np.float32(g.y0), np.float32(g.z0),
-                np.float32(g.cell_size), height, snow_depth, np.float32(h.x0), np.float32(h.y0),
-                np.float32(h.spacing))
+        return (WindField(wind.u, wind.v, wind.w, np.float32(g.x0), np.float32(g.y0),
+                          np.float32(g.z0), np.float32(g.cell_size)),
+                Ground(height, snow_depth, np.float32(h.x0), np.float32(h.y0),
+                       np.float32(h.spacing)))
 
     def _measure_fall(self, height) -> None:
         """Set ``fall_height`` from the terrain ``height`` (a host read, once)."""
@@ -102,22 +107,19 @@ class FlakeSystem:
         mean = float(ground.mean()) if ground.size else self.grid.z0
         self.fall_height = max(spawn - mean, 0.5 * self.grid.cell_size)
 
-    def inflow_arguments(self, time: float) -> dict:
-        """Keyword arguments of the flakes' kernels for the upwind fetch at simulated
-        ``time`` s (kernels.reference.flakes.step_flakes): the mode, the wind before gusts
-        (m/s), the mean fall height (m) and the targets' margin (m)."""
+    def inflow(self, time: float) -> Inflow:
+        """The upwind fetch at simulated ``time`` s for the flakes' kernels
+        (kernels.contract.Inflow): the mode, the wind before gusts (m/s), the mean fall
+        height (m) and the targets' margins (m)."""
         if self.inflow_mode == WRAP:
-            return {}
+            return NO_INFLOW
         speed, heading = base_wind(self.settings, time)
         angle = math.radians(heading)
         longest = self.fall_height * peak_inflow_speed(self.settings, time) / float(self.vt_min)
-        return {"inflow_mode": self.inflow_mode,
-                "inflow_x": np.float32(speed * math.cos(angle)),
-                "inflow_y": np.float32(speed * math.sin(angle)),
-                "fall_height": np.float32(self.fall_height),
-                "margin": np.float32(INFLOW_MARGIN * longest),
-                "upwind_margin": np.float32(self.grain_fetch(abs(math.cos(angle))
-                                                             >= abs(math.sin(angle))))}
+        return Inflow(self.inflow_mode, np.float32(speed * math.cos(angle)),
+                      np.float32(speed * math.sin(angle)), np.float32(self.fall_height),
+                      np.float32(INFLOW_MARGIN * longest),
+                      np.float32(self.grain_fetch(abs(math.cos(angle)) >= abs(math.sin(angle)))))
 
     def grain_fetch(self, along_x: bool) -> float:
         """m the flakes' targets reach further upwind with the drift on (GRAIN_FETCH, at
@@ -135,29 +137,25 @@ class FlakeSystem:
             self.flake_id[...] = self.backend.xp.arange(self.count, dtype=self.backend.xp.uint32)
             self.in_id_order = True
         self._measure_fall(height)
-        self.kernels.initialize_flakes(self.flake_id, *self._state(),
-                                       *self._common_arguments(wind, height, snow_depth),
-                                       int(self.settings.seed), self.vt_min, self.vt_max,
-                                       np.float32(self.settings.spiral_radius),
-                                       **self.inflow_arguments(0.0))
+        self.kernels.initialize_flakes(self._state(), *self._fields(wind, height, snow_depth),
+                                       self.law, self.inflow(0.0))
         # id order is random in space: sort before the first step, not after SORT_INTERVAL
         # slow ones (100M flakes on an H100: 42 ms per step in id order, 4.2 ms sorted)
         self.steps_since_sort = self.sort_interval
 
-    def step(self, wind, height, snow_depth, hit_counts, time, dt, lift=None) -> None:
+    def step(self, wind, height, snow_depth, hit_counts, time, dt, blowing=None,
+             grain_count=None) -> None:
         """Advance every flake by ``dt`` seconds; ground hits add 1 to int32 ``hit_counts``
         (heightmap shape) at the nearest node. ``time`` (s) gives the wind before gusts that
-        an open upwind fetch's flakes spawn upwind by (``inflow_arguments``). ``lift``: keyword arguments for
-        blowing snow (SnowDrift.lift_arguments), or None for none."""
+        an open upwind fetch's flakes spawn upwind by (``inflow``). ``blowing``: the blowing
+        snow and eddies (kernels.contract.BlowingSnow from SnowDrift.blowing_snow) or None;
+        int32 ``grain_count`` (1,) then gains the grains aloft."""
         if self.sort_interval > 0 and self.steps_since_sort >= self.sort_interval:
             self.sort_by_cell()
         self._measure_fall(height)
-        self.kernels.step_flakes(self.flake_id, *self._state(),
-                                 *self._common_arguments(wind, height, snow_depth), hit_counts,
-                                 int(self.settings.seed), self.vt_min, self.vt_max,
-                                 np.float32(self.settings.spiral_radius),
-                                 np.float32(self.settings.gravity), np.float32(dt),
-                                 **(lift or {}), **self.inflow_arguments(time))
+        self.kernels.step_flakes(self._state(), *self._fields(wind, height, snow_depth),
+                                 self.law, np.float32(dt), hit_counts, blowing,
+                                 self.inflow(time), grain_count)
         self.steps_since_sort += 1
 
     def sort_by_cell(self) -> None:

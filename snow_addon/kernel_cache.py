@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .backend import BUILDS
+
 #: Every module of compiled CPU kernels (kernels/cpu/<name>.py).
 CPU_KERNEL_MODULES = ("rng", "sampling", "heightmap", "wind", "pressure", "flakes", "cover",
                       "drift")
@@ -35,16 +37,18 @@ CPU_KERNEL_MODULES = ("rng", "sampling", "heightmap", "wind", "pressure", "flake
 #: preparation on this machine has measured its own.
 FIRST_USE_SECONDS = 70.0
 MARKER_NAME = "snowfall-kernels.json"
-_KERNEL_PACKAGE = __package__.rsplit(".", 1)[0] + ".kernels.cpu"
+_KERNEL_PACKAGE = __package__.rsplit(".", 1)[0] + ".kernels." + BUILDS["cpu"]
 
 
 def source_key() -> str:
-    """What the compiled kernels depend on: their source files, Numba, NumPy and Python."""
+    """What the compiled kernels depend on: their source files and the constants they share
+    (kernels/contract.py: Numba freezes them into the compiled code), Numba, NumPy and
+    Python."""
     import numba
 
     digest = hashlib.sha256()
     folder = Path(importlib.import_module(_KERNEL_PACKAGE).__file__).parent
-    for path in sorted(folder.glob("*.py")):
+    for path in sorted(folder.glob("*.py")) + [folder.parent / "contract.py"]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     digest.update(json.dumps([numba.__version__, np.__version__, sys.version,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..kernels.contract import COARSE_VCYCLE_CELLS
 from .errors import SnowInputError
 
 
@@ -35,11 +36,19 @@ class SolverOptions:
     #: Simulation.step begins a wind step's solve ahead, while the flakes and the snow of
     #: the steps before are still to be queued (the GPU: its reads stall it otherwise).
     prefetch_wind: bool | None = None
+    #: The multigrid levels (below the finest) with at most this many cells run as one
+    #: ``coarse_vcycle`` call (one launch on the GPU); 0: every level its own kernels. The
+    #: levels above it restrict and prolong with renormalised transfers, so it changes the
+    #: solve's last bits (docs/wind_solver.md).
+    coarse_vcycle_cells: int = COARSE_VCYCLE_CELLS
 
     def validate(self) -> "SolverOptions":
         """Self, after checking every option (SnowInputError names the one to change)."""
         for name, low, high, example in (("smoothing_pairs", 1, 16, "3"),
-                                         ("read_ahead_history", 1, 1000, "8")):
+                                         ("read_ahead_history", 1, 1000, "8"),
+                                         # the GPU's one-block V-cycle: levels below 2^16 cells
+                                         ("coarse_vcycle_cells", 0, 65535,
+                                          str(COARSE_VCYCLE_CELLS))):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise SnowInputError(name, f"must be a whole number from {low} to {high}, got "

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import stages
-from .backend import Backend, StageTimer, select_backend
+from .backend import Backend, StageTimer, host_kernels, select_backend
 from .cover import SnowCover
 from .drift import SnowDrift, check_roughness
 from .errors import SnowInputError, SnowMemoryError
@@ -202,15 +202,15 @@ class Simulation:
             elif self._pending_wind is not None:
                 self.wind.poll_step(self._pending_wind)
             if self.flakes is not None:
-                lift = None
+                blowing = grain_count = None
                 if self.drift is not None:
                     with timer.stage(stages.COVER):
                         self.drift.update_surface_wind(self.wind, self.time)
-                    lift = self.drift.lift_arguments(self.step_index)
-                    lift["grain_count"] = self.cover.grain_count
+                    blowing = self.drift.blowing_snow(self.step_index)
+                    grain_count = self.cover.grain_count
                 with timer.stage(stages.FLAKES):
                     self.flakes.step(self.wind, self.cover.height, self.cover.snow_depth,
-                                     self.cover.hit_counts, self.time, dt, lift)
+                                     self.cover.hit_counts, self.time, dt, blowing, grain_count)
                 with timer.stage(stages.COVER):
                     self.cover.step(dt, None if self.drift is None else self._drift_step)
             self.step_index += 1
@@ -319,7 +319,7 @@ class Simulation:
 
     def wind_at(self, points) -> np.ndarray:
         """Wind velocity (m/s) at world points (N, 3), trilinear on the MAC faces."""
-        from ..kernels.reference.sampling import sample_wind
+        sample_wind = host_kernels("sampling").sample_wind
 
         points = np.asarray(points, dtype=np.float32).reshape(-1, 3)
         field_ = self.wind_field()

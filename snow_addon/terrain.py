@@ -310,11 +310,9 @@ def _raise_too_big(grid, resolution, needed, available, box):
 
 
 def _heightmap_kernels(backend_name: str):
-    if backend_name == "numpy":
-        from ..kernels.reference import heightmap
-    else:
-        from ..kernels.cpu import heightmap
-    return heightmap
+    # the NumPy reference for "numpy", the Numba build for "cpu" and "gpu"
+    return _backend.build_module(backend_name if backend_name in _backend.BUILDS else "cpu",
+                                 "heightmap")
 
 
 def vertex_snow_depth(heightmap: Heightmap, snow_depth, vertices,

@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 
-from ..kernels.reference.rng import random_uniform
-from ..kernels.reference.wind import (INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MINUS,
-                                      INFLOW_Y_PLUS, inflow_sides_of)
-from ..kernels.reference.flakes import OPEN_LIMIT
-from ..kernels.reference.pressure import COARSE_VCYCLE_CELLS, SCALAR_SLOTS
+from ..kernels.contract import (BB, COARSE_VCYCLE_CELLS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE,
+                                DONE, DQ, INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MINUS,
+                                INFLOW_Y_PLUS, ITERATIONS, OPEN_LIMIT, RELATIVE, RR, RZ, RZ_NEXT,
+                                SCALAR_SLOTS, inflow_sides_of)
+from .backend import host_kernels
 from .errors import SnowInputError
 from .options import SolverOptions
 from .settings import SOR5_RELAXATION
@@ -183,6 +183,7 @@ def _gust_draws(seed: int, key: int) -> tuple[float, float]:
     """The uniform draws (speed, direction) of gust key ``key`` (a pure function, cached:
     the host asks for the same two keys at every solve between them)."""
     keys = np.array([key], dtype=np.uint64)
+    random_uniform = host_kernels("rng").random_uniform
     return (float(random_uniform(seed, keys, 0, GUST_SPEED_STREAM)[0]),
             float(random_uniform(seed, keys, 0, GUST_DIRECTION_STREAM)[0]))
 
@@ -360,7 +361,7 @@ class WindSolver:
         self._r, self._z, self._d, self._q = (xp.zeros(shape, F32) for _ in range(4))
         self.levels = []
         spacing = (1, 1, 1)
-        coarse_cells = self._pressure.COARSE_VCYCLE_CELLS
+        coarse_cells = self.options.coarse_vcycle_cells
         for index, (level_shape, factors) in enumerate(multigrid_levels(shape)):
             scaled = _scaled_transfers(index, level_shape, factors, coarse_cells)
             if index == 0:  # the V-cycle preconditions the CG residual into z
@@ -370,9 +371,9 @@ class WindSolver:
                 self.levels.append(_Level(xp, level_shape, factors, spacing, scaled))
             spacing = tuple(s * f for s, f in zip(spacing, factors))
         self._coefficients_for = None  # outflow sides the coefficients were built for
-        self._scalars = xp.zeros(self._pressure.SCALAR_SLOTS, np.float64)  # CG dot products
+        self._scalars = xp.zeros(SCALAR_SLOTS, np.float64)  # CG dot products
         # the host copy they are read into (page-locked on the GPU: read without a stall)
-        self._scalars_host = backend.host_buffer(self._pressure.SCALAR_SLOTS, np.float64)
+        self._scalars_host = backend.host_buffer(SCALAR_SLOTS, np.float64)
         self._graphs = {}  # recorded launch sequences of the solve (see _replay)
         # CG iterations of the latest solves of each kind: the fewest is how many the next
         # one queues before its first read of the scalars (_solve_mgpcg)
@@ -553,7 +554,7 @@ class WindSolver:
         # A p = -(h^2 / dt) div u  makes  u -= (dt / h) * grad_h p  divergence free
         kp = self._pressure
         self._wind.divergence(*new, self.fractions, -h / dt, self._rhs)
-        kp.max_abs(self._rhs, self._scalars, kp.DIVERGENCE_BEFORE)
+        kp.max_abs(self._rhs, self._scalars, DIVERGENCE_BEFORE)
         pending = PendingStep(float(dt), (vx, vy), new)
         if self.settings.pressure_solver == "sor5":
             pending.result = self._solve_sor5()
@@ -617,8 +618,8 @@ class WindSolver:
         cx, cy, cz = self.levels[0].coef
         self._wind.project(self.u, self.v, self.w, self.pressure, cx, cy, cz, dt / h)
         self._wind.divergence(self.u, self.v, self.w, self.fractions, 1.0 / h, self._divergence)
-        kp.max_abs(self._divergence, self._scalars, kp.DIVERGENCE_AFTER)
-        maxima = self._scalars[kp.DIVERGENCE_BEFORE:kp.DIVERGENCE_AFTER + 1].copy()
+        kp.max_abs(self._divergence, self._scalars, DIVERGENCE_AFTER)
+        maxima = self._scalars[DIVERGENCE_BEFORE:DIVERGENCE_AFTER + 1].copy()
         return WindStepInfo(iterations, relative, converged, pending.inflow, maxima,
                             self.backend.to_host, before_scale=dt / (h * h))
 
@@ -665,7 +666,7 @@ class WindSolver:
         kp = self._pressure
         level = self.levels[index]
         nz, ny, nx = level.shape
-        if index > 0 and nz * ny * nx <= kp.COARSE_VCYCLE_CELLS:
+        if index > 0 and nz * ny * nx <= self.options.coarse_vcycle_cells:
             # the same sequence as the recursion below, in one call (one launch on the GPU)
             rest = self.levels[index:]
             kp.coarse_vcycle([lv.solution for lv in rest], [lv.rhs for lv in rest],
@@ -695,7 +696,7 @@ class WindSolver:
         convergence check (on the device; once the solve is done, x and r stay as they are)."""
         kp = self._pressure
         # each dot product fused into the pass that writes its operand (GPU: one pass less)
-        kp.apply_operator_dot(self._d, *self.levels[0].coef, self._q, self._scalars, kp.DQ)
+        kp.apply_operator_dot(self._d, *self.levels[0].coef, self._q, self._scalars, DQ)
         kp.cg_update_check(self.pressure, self._r, self._d, self._q, self._scalars,
                            tolerance, limit)
 
@@ -703,7 +704,7 @@ class WindSolver:
         """z = V(r); beta = (r.z)_new / (r.z); d = z + beta d (on the device)."""
         kp = self._pressure
         self._vcycle()
-        kp.dot(self._r, self._z, self._scalars, kp.RZ_NEXT)
+        kp.dot(self._r, self._z, self._scalars, RZ_NEXT)
         kp.cg_direction(self._d, self._z, self._scalars)
 
     def _cg_start(self) -> None:
@@ -712,9 +713,9 @@ class WindSolver:
         kp = self._pressure
         s, x, b, r = self._scalars, self.pressure, self._rhs, self._r
         kp.cg_begin(s)
-        kp.residual_norm(x, b, *self.levels[0].coef, r, s, kp.BB)
+        kp.residual_norm(x, b, *self.levels[0].coef, r, s, BB)
         self._vcycle()
-        kp.dot(r, self._z, s, kp.RZ)
+        kp.dot(r, self._z, s, RZ)
         self._d[...] = self._z
 
     def _solve_mgpcg(self, kind: str = "step", floor_norm2: float = 0.0):
@@ -731,12 +732,11 @@ class WindSolver:
 
     def _solve_begin(self, kind: str, floor_norm2: float = 0.0) -> dict:
         """Start a solve and queue its first iterations and read (see _solve_mgpcg)."""
-        kp = self._pressure
         tolerance = float(self.settings.pressure_tolerance)
         limit = int(self.settings.pressure_max_iterations)
         self._replay("start", self._cg_start)
         if floor_norm2 > 0.0:
-            bb = self._scalars[kp.BB:kp.BB + 1]
+            bb = self._scalars[BB:BB + 1]
             bb[...] = self.xp.maximum(bb, floor_norm2)
         solve = {"kind": kind, "tolerance": tolerance, "limit": limit, "queued": 0,
                  "host": None, "read": None}
@@ -762,7 +762,7 @@ class WindSolver:
         if solve["host"] is not None:
             return True
         host = solve["read"].wait()
-        if host[self._pressure.DONE] != 0 or solve["queued"] >= solve["limit"]:
+        if host[DONE] != 0 or solve["queued"] >= solve["limit"]:
             solve["host"] = np.array(host, copy=True)
             return True
         self._solve_queue(solve, 1)
@@ -770,17 +770,16 @@ class WindSolver:
 
     def _solve_end(self, solve: dict):
         """Wait for ``solve`` to finish; (iterations, relative residual, converged)."""
-        kp = self._pressure
         while not self._solve_poll(solve):
             pass
         host = solve["host"]
-        iterations = int(host[kp.ITERATIONS])
+        iterations = int(host[ITERATIONS])
         self._solved[solve["kind"]].append(max(iterations, 1))
-        self._rhs_norm2 = float(host[kp.BB])
-        if float(host[kp.BB]) == 0.0:  # no divergence: the pressure is 0
+        self._rhs_norm2 = float(host[BB])
+        if float(host[BB]) == 0.0:  # no divergence: the pressure is 0
             self.pressure.fill(0)
             return 0, 0.0, True
-        relative = float(host[kp.RELATIVE])
+        relative = float(host[RELATIVE])
         return iterations, relative, relative <= solve["tolerance"]
 
     def _solve_sor5(self):
@@ -791,10 +790,10 @@ class WindSolver:
             kp.redblack_sweep(self.pressure, self._rhs, *coef, float(omega), 0)
             kp.redblack_sweep(self.pressure, self._rhs, *coef, float(omega), 1)
         kp.residual(self.pressure, self._rhs, *coef, self._r)
-        kp.dot(self._rhs, self._rhs, self._scalars, kp.BB)
-        kp.dot(self._r, self._r, self._scalars, kp.RR)
+        kp.dot(self._rhs, self._rhs, self._scalars, BB)
+        kp.dot(self._r, self._r, self._scalars, RR)
         host = self.backend.to_host(self._scalars)
-        b_norm2, r_norm2 = float(host[kp.BB]), float(host[kp.RR])
+        b_norm2, r_norm2 = float(host[BB]), float(host[RR])
         relative = math.sqrt(r_norm2 / b_norm2) if b_norm2 > 0 else 0.0
         return len(SOR5_RELAXATION), relative, relative <= float(self.settings.pressure_tolerance)
 

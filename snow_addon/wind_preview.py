@@ -22,7 +22,7 @@ from dataclasses import dataclass, field as dataclass_field
 
 import numpy as np
 
-from ..kernels.reference.sampling import sample_wind
+from .backend import host_kernels
 
 #: (fraction of the scale, RGB) stops of the speed colour map, 0 = still air, 1 = speed_max.
 SPEED_COLORMAP = (
@@ -122,6 +122,7 @@ def max_fluid_speed(u, v, w, solid) -> float:
 def wind_at(u, v, w, grid, points) -> np.ndarray:
     """Wind (m/s) at world ``points (N, 3)``: the shared staggered trilinear sample."""
     points = np.asarray(points, dtype=np.float32).reshape(-1, 3)
+    sample_wind = host_kernels("sampling").sample_wind
     vx, vy, vz = sample_wind(u, v, w, grid.x0, grid.y0, grid.z0, grid.cell_size,
                              points[:, 0], points[:, 1], points[:, 2])
     return np.stack([vx, vy, vz], axis=1).astype(np.float32)

@@ -2,9 +2,10 @@
 import numba
 import numpy as np
 
-from ..reference.cover import (FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS,  # noqa: F401
-                               book_deposit, check_books, deposit_scale, deposit_weight,
-                               landing_units)
+from ..contract import FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS  # noqa: F401
+# the deposit's host-side books are the reference's own
+from ..reference.cover import (book_deposit, check_books, deposit_scale,  # noqa: F401
+                               deposit_weight, landing_units)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

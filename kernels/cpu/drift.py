@@ -8,8 +8,8 @@ from numba import prange
 
 from .sampling import sample_bilinear
 # One home for the constants: the reference build defines them.
-from ..reference.drift import (BARE_GROUND, GRID_STEP_FROM, NO_SURFACE, OPEN_SNOWFIELD,
-                               WAKE_SAMPLES, WRAP_THREADS)
+from ..contract import (BARE_GROUND, GRID_STEP_FROM, NO_SURFACE, OPEN_SNOWFIELD,
+                        WAKE_SAMPLES, WRAP_THREADS)
 
 F32 = np.float32
 

@@ -11,12 +11,13 @@ from .sampling import sample_bilinear, sample_wind
 from .shares import SHARES, share
 
 # One home for the random streams and constants: the reference build defines them.
-from ..reference.flakes import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, OMEGA_MAX, OMEGA_MIN,
-                                OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
-                                STREAM_EDDY_Z, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
-                                STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS, STREAM_REENTRY,
-                                STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI,
-                                OPEN_SNOWFIELD, BARE_GROUND)
+from ..contract import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, OMEGA_MAX, OMEGA_MIN,
+                        OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
+                        STREAM_EDDY_Z, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
+                        STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS, STREAM_REENTRY,
+                        STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI,
+                        OPEN_SNOWFIELD, BARE_GROUND)
+from ..contract import flake_kernels
 
 
 @numba.njit(inline="always", cache=True)
@@ -91,11 +92,12 @@ def _upwind_of(x, y, fall, vt, x0, y0, length_x, length_y, inflow_x, inflow_y, a
     return _wrap(x, x0, length_x), y
 
 
-def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
-                      u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                      seed, vt_min, vt_max, spiral_radius, inflow_mode=0, inflow_x=0.0,
-                      inflow_y=0.0, fall_height=0.0, margin=0.0, upwind_margin=0.0):
-    """See kernels.reference.flakes.initialize_flakes."""
+def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
+                     respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
+                     hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius, inflow_mode=0,
+                     inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+                     upwind_margin=0.0):
+    """See kernels.reference.flakes._initialize_flat."""
     _initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                        respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
                        hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius,
@@ -215,16 +217,16 @@ _NO_SURFACE = np.zeros((1, 1), np.float32)
 _NO_COUNT = np.zeros(0, np.int32)
 
 
-def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
-                u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
-                surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
-                heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
-                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
-                inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
-                upwind_margin=0.0):
-    """See kernels.reference.flakes.step_flakes. Hits are gathered per chunk of flakes and
+def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+               u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+               hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
+               surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
+               heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
+               bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
+               grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
+               inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+               upwind_margin=0.0):
+    """See kernels.reference.flakes._step_flat. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
     reentry = surface_x is not None
@@ -468,3 +470,7 @@ def scatter(source, destination, out):
     """out[destination[n]] = source[n] (4-byte words)."""
     for n in numba.prange(source.size):
         out[destination[n]] = source[n]
+
+
+#: The records-taking entry points (kernels.contract.FlakesKernels) of the bodies above.
+initialize_flakes, step_flakes = flake_kernels(_initialize_flat, _step_flat)

@@ -9,7 +9,7 @@ import math
 import numba
 import numpy as np
 
-from ..reference.heightmap import BARYCENTRIC_TOLERANCE, EDGE_ON_TOLERANCE, INDEX_PADDING
+from ..contract import BARYCENTRIC_TOLERANCE, EDGE_ON_TOLERANCE, INDEX_PADDING
 from . import sampling
 
 

@@ -7,10 +7,8 @@ import numpy as np
 from numba import prange
 
 from ..reference import pressure as _reference
-# One home for the solver's constants: the reference build defines them.
-from ..reference.pressure import (BB, COARSE_VCYCLE_CELLS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE,  # noqa: F401
-                                  DONE, DQ, ITERATIONS, RELATIVE, RR, RZ, RZ_NEXT,
-                                  SCALAR_SLOTS, COEFFICIENT_STEP, COEFFICIENT_STEPS)
+# One home for the solver's constants: kernels.contract.
+from ..contract import COEFFICIENT_STEP, COEFFICIENT_STEPS, DQ, RZ, RZ_NEXT
 from numba import types
 from numba.extending import overload
 # the solve's bookkeeping is a few scalar operations: the reference's own

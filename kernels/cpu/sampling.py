@@ -4,7 +4,7 @@ import math
 import numba
 import numpy as np
 
-from ..reference.wind import SAMPLE_WEIGHT_SCALE  # one home
+from ..contract import SAMPLE_WEIGHT_SCALE  # one home
 
 
 @numba.njit(inline="always", cache=True)

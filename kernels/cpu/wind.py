@@ -3,9 +3,8 @@ import numba
 import numpy as np
 from numba import prange
 
-from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # one home
-                              FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK)
-from ..reference.flakes import OPEN_LIMIT
+from ..contract import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # one home
+                        FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK, OPEN_LIMIT)
 from .sampling import open_range, sample_bilinear, sample_open, sample_weight
 from .shares import SHARES, share
 

@@ -4,8 +4,9 @@ import functools
 
 import numpy as np
 
-from ..reference.cover import (FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS,  # noqa: F401
-                               check_books, deposit_scale)
+from ..contract import FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS, cuda_defines
+# the deposit's host-side books are the reference's own
+from ..reference.cover import check_books, deposit_scale  # noqa: F401
 from .common import compile_module
 
 BLOCK = 256
@@ -13,8 +14,8 @@ BLOCK = 256
 #: of the kernels' ``max_grid_rows``).
 MAX_GRID_ROWS = 65535
 
-SOURCE = ("#define BLOCK " + str(BLOCK) + "\n#define WEIGHT_UNITS " + str(WEIGHT_UNITS)
-          + "LL\n#define MAX_LANDING_UNITS " + str(MAX_LANDING_UNITS) + "LL\n") + r"""
+SOURCE = cuda_defines(BLOCK=BLOCK, WEIGHT_UNITS=np.int64(WEIGHT_UNITS),
+                      MAX_LANDING_UNITS=np.int64(MAX_LANDING_UNITS)) + r"""
 __constant__ float FOOTPRINT[25] = {""" + ", ".join(repr(float(x)) + "f" for x in FOOTPRINT.ravel()) + r"""};
 
 // Add this step's hits to *hit_total: one integer atomic per block (a per-warp atomic on

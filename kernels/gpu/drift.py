@@ -2,8 +2,8 @@
 kernels.reference.drift); one launch per function."""
 import numpy as np
 
-from ..reference.drift import (BARE_GROUND, GRID_STEP_FROM, NO_SURFACE, OPEN_SNOWFIELD,
-                               WAKE_SAMPLES, WRAP_THREADS)
+from ..contract import (BARE_GROUND, GRID_STEP_FROM, NO_SURFACE, OPEN_SNOWFIELD,
+                        WAKE_SAMPLES, WRAP_THREADS, cuda_defines)
 from .common import LAUNCH_BLOCK, blocks, get_kernel
 
 SOURCE = r"""
@@ -443,7 +443,8 @@ extern "C" __global__ void horseshoe_vortex(const float* __restrict__ column_hei
     scour[t] = best;
 }
 """
-SOURCE = f"#define WAKE_SAMPLES {WAKE_SAMPLES}\n#define WRAP_THREADS {WRAP_THREADS}\n#define GRID_STEP_FROM {float(GRID_STEP_FROM)!r}f\n#define NO_SURFACE {float(NO_SURFACE)!r}f\n" + SOURCE
+SOURCE = cuda_defines(WAKE_SAMPLES=WAKE_SAMPLES, WRAP_THREADS=WRAP_THREADS,
+                      GRID_STEP_FROM=GRID_STEP_FROM, NO_SURFACE=NO_SURFACE) + SOURCE
 
 
 def _kernel(name):

@@ -15,13 +15,14 @@ import functools
 
 import numpy as np
 
-from ..reference.flakes import BARE_GROUND, OPEN_SNOWFIELD
+from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS, OMEGA_MAX,
+                        OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
+                        STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z, STREAM_LIFT,
+                        STREAM_LIFT_HEIGHT, STREAM_OMEGA, STREAM_OMEGA_SIGN, STREAM_PHASE,
+                        STREAM_RADIUS, STREAM_REENTRY, STREAM_TERMINAL_SPEED, STREAM_X,
+                        STREAM_Y, STREAM_Z, TWO_PI, cuda_defines)
+from ..contract import flake_kernels
 from .common import compile_module
-
-
-def _f(value):
-    """Exact float32 literal for CUDA source."""
-    return repr(float(np.float32(value))) + "f"
 
 
 def kernel_source(block, min_blocks_per_sm=0):
@@ -31,25 +32,26 @@ def kernel_source(block, min_blocks_per_sm=0):
     return _SOURCE_TEMPLATE.replace("STEP_LAUNCH_BOUNDS", bounds)
 
 
-_SOURCE_TEMPLATE = r"""
-#define OPEN_LIMIT -1.0e29f
-#define OMEGA_MIN """ + _f(np.pi / 4.0) + r"""
-#define OMEGA_MAX """ + _f(np.pi / 3.0) + r"""
-#define TWO_PI """ + _f(2.0 * np.pi) + r"""
-#define SPAWN_MARGIN 0.01f
-#define CONSTANT_COUNTER 0xFFFFFFFFu
-#define BLOWING 0x80000000u
-#define COUNT_BITS 0x7FFFFFFFu
-#define SQRT3 """ + _f(np.sqrt(3.0)) + r"""
-#define OPEN_SNOWFIELD """ + str(OPEN_SNOWFIELD) + r"""
-#define BARE_GROUND """ + str(BARE_GROUND) + r"""
+# the constants and random streams shared with the other builds (kernels.contract)
+_DEFINES = cuda_defines(
+    OPEN_LIMIT=OPEN_LIMIT, OMEGA_MIN=OMEGA_MIN, OMEGA_MAX=OMEGA_MAX, TWO_PI=TWO_PI,
+    SPAWN_MARGIN=SPAWN_MARGIN, CONSTANT_COUNTER=np.uint32(CONSTANT_COUNTER), BLOWING=BLOWING,
+    COUNT_BITS=COUNT_BITS, SQRT3=SQRT3, OPEN_SNOWFIELD=OPEN_SNOWFIELD, BARE_GROUND=BARE_GROUND,
+    **{name: np.uint32(value) for name, value in (
+        ("STREAM_TERMINAL_SPEED", STREAM_TERMINAL_SPEED), ("STREAM_RADIUS", STREAM_RADIUS),
+        ("STREAM_OMEGA", STREAM_OMEGA), ("STREAM_OMEGA_SIGN", STREAM_OMEGA_SIGN),
+        ("STREAM_X", STREAM_X), ("STREAM_Y", STREAM_Y), ("STREAM_Z", STREAM_Z),
+        ("STREAM_PHASE", STREAM_PHASE), ("STREAM_LIFT", STREAM_LIFT),
+        ("STREAM_LIFT_HEIGHT", STREAM_LIFT_HEIGHT), ("STREAM_REENTRY", STREAM_REENTRY))})
+
+_SOURCE_TEMPLATE = _DEFINES + r"""
 
 __device__ __forceinline__ void flake_constants(unsigned int seed, unsigned int fid, float vt_min,
         float vt_max, float spiral_radius, float &vt, float &radius, float &omega) {
-    vt = vt_min + random_uniform(seed, fid, CONSTANT_COUNTER, 0u) * (vt_max - vt_min);
-    radius = random_uniform(seed, fid, CONSTANT_COUNTER, 1u) * spiral_radius;
-    omega = OMEGA_MIN + random_uniform(seed, fid, CONSTANT_COUNTER, 2u) * (OMEGA_MAX - OMEGA_MIN);
-    if (random_uniform(seed, fid, CONSTANT_COUNTER, 3u) < 0.5f) omega = -omega;
+    vt = vt_min + random_uniform(seed, fid, CONSTANT_COUNTER, STREAM_TERMINAL_SPEED) * (vt_max - vt_min);
+    radius = random_uniform(seed, fid, CONSTANT_COUNTER, STREAM_RADIUS) * spiral_radius;
+    omega = OMEGA_MIN + random_uniform(seed, fid, CONSTANT_COUNTER, STREAM_OMEGA) * (OMEGA_MAX - OMEGA_MIN);
+    if (random_uniform(seed, fid, CONSTANT_COUNTER, STREAM_OMEGA_SIGN) < 0.5f) omega = -omega;
 }
 
 // kernels.reference.flakes.column_wind at one point: the surface wind (sx, sy) and its u*
@@ -103,8 +105,8 @@ __device__ __forceinline__ float wrap_coordinate(float c, float origin, float le
 __device__ __forceinline__ float2 target_xy(unsigned int seed, unsigned int fid,
         unsigned int counter, float x0, float y0, float length_x, float length_y, bool along_x,
         float ahead, float margin, float upwind_margin) {
-    float rx = random_uniform(seed, fid, counter, 4u);
-    float ry = random_uniform(seed, fid, counter, 5u);
+    float rx = random_uniform(seed, fid, counter, STREAM_X);
+    float ry = random_uniform(seed, fid, counter, STREAM_Y);
     float before = margin + (ahead > 0.0f ? upwind_margin : 0.0f);
     float after = margin + (ahead < 0.0f ? upwind_margin : 0.0f);
     if (along_x) {
@@ -150,13 +152,13 @@ extern "C" __global__ void initialize_flakes(
                                   along_x ? inflow_x : inflow_y, margin, upwind_margin);
         x = target.x; y = target.y;
     } else {
-        x = wx0 + random_uniform(seed, fid, 0u, 4u) * length_x;
-        y = wy0 + random_uniform(seed, fid, 0u, 5u) * length_y;
+        x = wx0 + random_uniform(seed, fid, 0u, STREAM_X) * length_x;
+        y = wy0 + random_uniform(seed, fid, 0u, STREAM_Y) * length_y;
     }
     float ground = ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
     float low = fmaxf(ground, wz0) + SPAWN_MARGIN * h;
     low = fminf(low, top - h);
-    float z = low + random_uniform(seed, fid, 0u, 6u) * (top - low);
+    float z = low + random_uniform(seed, fid, 0u, STREAM_Z) * (top - low);
     if (opened) {
         float2 start = upwind_of(x, y, z - low, vt, wx0, wy0, length_x, length_y, inflow_x,
                                  inflow_y, along_x);
@@ -165,7 +167,7 @@ extern "C" __global__ void initialize_flakes(
     float3 wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
     pos_x[n] = x; pos_y[n] = y; pos_z[n] = z;
     vel_x[n] = wind.x; vel_y[n] = wind.y; vel_z[n] = wind.z - vt;
-    phase[n] = random_uniform(seed, fid, 0u, 7u) * TWO_PI;
+    phase[n] = random_uniform(seed, fid, 0u, STREAM_PHASE) * TWO_PI;
     respawn_count[n] = 0u;
 }
 
@@ -382,7 +384,7 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     // a flake that leaves downwind comes back upwind at a random crosswind place
     bool along_x = fabsf(heading_x) >= fabsf(heading_y);
     if (reentry && !opened && ((out_x && along_x) || (out_y && !along_x))) {
-        float draw = random_uniform(seed, fid, step_index, 13u);
+        float draw = random_uniform(seed, fid, step_index, STREAM_REENTRY);
         if (along_x) y = wy0 + draw * length_y;
         else x = wx0 + draw * length_x;
     }
@@ -413,9 +415,9 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             && !(outside && inflow_mode == BARE_GROUND)) {
         float share = lift_share(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
                                  ustar_per_speed, threshold, heading_x, heading_y, lift_strength);
-        if (random_uniform(seed, fid, step_index, 8u) < share) {
+        if (random_uniform(seed, fid, step_index, STREAM_LIFT) < share) {
             hit = false;
-            z = ground + random_uniform(seed, fid, step_index, 9u) * h;
+            z = ground + random_uniform(seed, fid, step_index, STREAM_LIFT_HEIGHT) * h;
             float3 lift_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
             nvx = lift_wind.x; nvy = lift_wind.y; nvz = lift_wind.z;
             if (grains) respawns = respawns | BLOWING;
@@ -432,10 +434,10 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
                                      length_y, inflow_x, inflow_y, open_x);
             x = start.x; y = start.y;
         } else {
-            x = wx0 + random_uniform(seed, fid, counter, 4u) * length_x;
-            y = wy0 + random_uniform(seed, fid, counter, 5u) * length_y;
+            x = wx0 + random_uniform(seed, fid, counter, STREAM_X) * length_x;
+            y = wy0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y;
         }
-        z = (top - h) + random_uniform(seed, fid, counter, 6u) * h;
+        z = (top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h;
         float3 spawn_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
         nvx = spawn_wind.x; nvy = spawn_wind.y; nvz = spawn_wind.z - vt;
         respawns = counter;
@@ -524,7 +526,8 @@ def _hash_u32(x):
 
 
 @functools.lru_cache(maxsize=64)
-def _stream_hashes(seed, streams=(0, 1, 2, 3, 10, 11, 12)):
+def _stream_hashes(seed, streams=(STREAM_TERMINAL_SPEED, STREAM_RADIUS, STREAM_OMEGA,
+                                  STREAM_OMEGA_SIGN, STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z)):
     """hash_u32(seed + 0x9E3779B9 * stream): the per-launch first hash of random_uniform."""
     return tuple(np.uint32(_hash_u32((int(seed) + 0x9E3779B9 * s) & 0xFFFFFFFF)) for s in streams)
 
@@ -558,11 +561,12 @@ def _ground_arguments(height, snow_depth, hx0, hy0, spacing):
             np.float32(spacing))
 
 
-def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
-                      u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                      seed, vt_min, vt_max, spiral_radius, inflow_mode=0, inflow_x=0.0,
-                      inflow_y=0.0, fall_height=0.0, margin=0.0, upwind_margin=0.0):
-    """See kernels.reference.flakes.initialize_flakes."""
+def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
+                     respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
+                     hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius, inflow_mode=0,
+                     inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+                     upwind_margin=0.0):
+    """See kernels.reference.flakes._initialize_flat."""
     _launch("initialize_flakes", flake_id.size,
             (flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count)
             + _wind_arguments(u, v, w, wx0, wy0, wz0, cell_size)
@@ -573,16 +577,16 @@ def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                np.float32(upwind_margin)))
 
 
-def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
-                u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
-                surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
-                heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
-                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
-                inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
-                upwind_margin=0.0):
-    """See kernels.reference.flakes.step_flakes (one fused kernel, instantiated for whether
+def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+               u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+               hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
+               surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
+               heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
+               bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
+               grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
+               inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+               upwind_margin=0.0):
+    """See kernels.reference.flakes._step_flat (one fused kernel, instantiated for whether
     the eddies and the shelter are on and whether the grids allow compact indexing)."""
     reentry = surface_x is not None
     if surface_x is None:
@@ -641,3 +645,7 @@ def sort_permutation(keys, cell_counts, destination):
 def scatter(source, destination, out):
     """out[destination[n]] = source[n] (4-byte words)."""
     _launch("scatter", source.size, (source, destination, out))
+
+
+#: The records-taking entry points (kernels.contract.FlakesKernels) of the bodies above.
+initialize_flakes, step_flakes = flake_kernels(_initialize_flat, _step_flat)

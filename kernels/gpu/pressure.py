@@ -26,10 +26,9 @@ import weakref
 
 import numpy as np
 
-# One home for the solver's constants: the reference build defines them.
-from ..reference.pressure import (BB, COARSE_VCYCLE_CELLS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE,  # noqa: F401
-                                  DONE, DQ, ITERATIONS, RELATIVE, RR, RZ, RZ_NEXT, SCALAR_SLOTS,
-                                  COEFFICIENT_STEP, COEFFICIENT_STEPS)
+# One home for the solver's constants: kernels.contract.
+from ..contract import (BB, COEFFICIENT_STEP, COEFFICIENT_STEPS, DONE, DQ, ITERATIONS,
+                        RELATIVE, RR, RZ, RZ_NEXT)
 from .common import COEFFICIENT_CTYPES, COMMON_SOURCE, COMPILE_OPTIONS, LAUNCH_BLOCK, blocks
 
 #: Blocks (and threads per block) of the grid-stride reductions dot and max_abs.

@@ -3,14 +3,14 @@ kernels.reference.wind). Each function is one kernel launch on the current strea
 arrays are C-contiguous CuPy arrays (float32 faces, uint8 solid)."""
 import numpy as np
 
-from ..reference.wind import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN, FRACTION_SAMPLES, FRACTION_STEPS,
-                              NO_BLOCK, SAMPLE_WEIGHT_SCALE)
-from ..reference.flakes import OPEN_LIMIT
+from ..contract import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN, FRACTION_SAMPLES,
+                        FRACTION_STEPS, NO_BLOCK, OPEN_LIMIT, SAMPLE_WEIGHT_SCALE, cuda_defines)
 from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
 
 assert FRACTION_STEPS == 128, "snap_fraction below rounds to multiples of 1/128"
 
-SOURCE = f"#define SAMPLE_WEIGHT_SCALE {float(SAMPLE_WEIGHT_SCALE)!r}f\n" + r"""
+SOURCE = cuda_defines(SAMPLE_WEIGHT_SCALE=SAMPLE_WEIGHT_SCALE,
+                      FRACTION_SAMPLES=FRACTION_SAMPLES) + r"""
 __device__ __forceinline__ float quarter(float a, float b, float c, float d) {
     return 0.25f * ((a + b) + (c + d));
 }
@@ -22,7 +22,7 @@ __device__ __forceinline__ float open_mask(const float* __restrict__ fraction, i
 }
 
 // A face's weight in sample_open: min(1, SAMPLE_WEIGHT_SCALE * its open fraction)
-// (kernels.reference.wind.SAMPLE_WEIGHT_SCALE, written into this source).
+// (kernels.contract.SAMPLE_WEIGHT_SCALE, a #define from cuda_defines).
 __device__ __forceinline__ float open_weight(const float* __restrict__ fraction, int k, int j,
                                              int i, int ni, int nj) {
     return fminf(__ldg(fraction + (k * nj + j) * ni + i) * SAMPLE_WEIGHT_SCALE, 1.0f);
@@ -415,7 +415,6 @@ __device__ __forceinline__ float terrain_at(const float* __restrict__ height,
     return fmaxf(t, block);
 }
 
-#define FRACTION_SAMPLES 8
 
 // out[k * stride] for k < layers: snapped mean over the samples of clamp((top_k - t) / h, 0, 1)
 __device__ __forceinline__ void vertical_fractions(const float* t, float* __restrict__ out,
@@ -790,7 +789,6 @@ def face_fractions(height, snow_depth, hx0, hy0, spacing, x0, y0, z0, cell_size,
                    frac_u, frac_v, frac_w):
     """Open area fraction of every face against the terrain surface, thin obstacles' columns
     filled to ``blocks`` (see the reference); one thread per face column."""
-    assert FRACTION_SAMPLES == 8  # the kernel's FRACTION_SAMPLES
     nzp, ny, nx = frac_w.shape
     hny, hnx = height.shape
     f = np.float32

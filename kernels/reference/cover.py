@@ -6,14 +6,8 @@ Redistribution writes into a second depth array (the caller swaps the two).
 """
 import numpy as np
 
-#: The theses' 5x5 deposit footprint (centre 0.15, edge 0.095, diagonal 0.059, two away
-#: on the axes 0.026, knight moves 0.015, corners 0.0037); normalised per hit node.
-FOOTPRINT = np.array([
-    [0.0037, 0.015, 0.026, 0.015, 0.0037],
-    [0.015, 0.059, 0.095, 0.059, 0.015],
-    [0.026, 0.095, 0.15, 0.095, 0.026],
-    [0.015, 0.059, 0.095, 0.059, 0.015],
-    [0.0037, 0.015, 0.026, 0.015, 0.0037]], dtype=np.float32)
+# One home for the footprint and the deposit's units: kernels.contract.
+from ..contract import FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS  # noqa: F401
 
 
 def deposit_scale(has_surface, volume_per_hit, node_area):
@@ -30,15 +24,6 @@ def deposit_scale(has_surface, volume_per_hit, node_area):
     scale = np.zeros((ny, nx), np.float64)
     np.divide(float(volume_per_hit) / float(node_area), weight_sum, out=scale, where=weight_sum > 0)
     return scale.astype(np.float32)
-
-
-#: Landings deposit in multiples of 1/WEIGHT_UNITS of ``volume_per_hit`` (exact integer books).
-WEIGHT_UNITS = 4096
-
-
-#: A landing deposits at most this many units (16 hits' worth): a step with few landings
-#: leaves the rest of the sky's snow owed to the next ones instead of piling it on one node.
-MAX_LANDING_UNITS = 16 * WEIGHT_UNITS
 
 
 def landing_units(owed_units, nominal_units, landings):

@@ -33,6 +33,9 @@ import math
 
 import numpy as np
 
+# One home for the shared constants and the wrap buffer's layout: kernels.contract.
+from ..contract import (BARE_GROUND, GRID_STEP_FROM, NO_SURFACE, OPEN_SNOWFIELD,  # noqa: F401
+                        WAKE_SAMPLES, WRAP, WRAP_THREADS, wrap_buffer_size)
 from .sampling import sample_bilinear
 
 F32 = np.float32
@@ -151,11 +154,6 @@ def _pair_transfer(q_low, q_high, snow_low, snow_high, surface_low, surface_high
     return np.where(moves, np.where(face > 0, amount, -amount), F32(0)).astype(F32)
 
 
-#: Threads of the wrap's reduction (``edge_sum``): each sums a strided slice of the edge,
-#: then a pairwise tree adds the partial sums (the same order in every backend).
-WRAP_THREADS = 256
-
-
 def edge_sum(values):
     """Float32 sum of a 1-D array in the fixed order of the GPU's one-block reduction:
     ``WRAP_THREADS`` strided partial sums, each in index order, then a pairwise tree."""
@@ -188,18 +186,9 @@ def _faces(flux_x, flux_y, height, has_surface, snow_depth, courant, max_rise):
     return fx, fy
 
 
-def wrap_buffer_size(shape) -> int:
-    """Length of ``drift_transport``'s float32 ``wrap`` buffer for a heightmap of ``shape``
-    (ny, nx): [0], [1] the shares (m), [2] the GPU's count of finished blocks (uint32 bits,
-    0 between launches), [3:] the wrap faces' transfers, or with an open boundary the first
-    and then the last edge's boundary faces (the GPU's scratch)."""
-    return 3 + 2 * max(int(shape[0]), int(shape[1]))
-
-
-#: ``boundary`` of ``drift_transport`` (the same numbers as the flakes' ``inflow_mode``,
-#: settings.upwind_fetch): the edges across the wind wrap around (WRAP), or they are open:
-#: an open snowfield upwind (OPEN_SNOWFIELD) or bare ground (BARE_GROUND).
-WRAP, OPEN_SNOWFIELD, BARE_GROUND = 0, 1, 2
+# ``boundary`` of ``drift_transport`` (the same numbers as the flakes' ``Inflow.mode``,
+# settings.upwind_fetch): the edges across the wind wrap around (WRAP), or they are open:
+# an open snowfield upwind (OPEN_SNOWFIELD) or bare ground (BARE_GROUND).
 
 
 def _boundary_faces(q_first, q_last, snow_first, snow_last, surface_first, surface_last,
@@ -312,12 +301,6 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
     snow_out[...] = out
 
 
-#: Crosswind samples of the wake window in ``separation_bubble``.
-WAKE_SAMPLES = 7
-#: Surface height of a column with no surface node (the heightmap's open height).
-NO_SURFACE = F32(-1.0e30)
-
-
 def _column_index(coordinate, origin, cell_size, count):
     """Column of each coordinate, floor((c - origin) / cell_size); -1 when outside."""
     index = np.floor((coordinate - F32(origin)) * (F32(1.0) / F32(cell_size))).astype(np.int64)
@@ -409,11 +392,6 @@ def separation_bubble(column_height, x0, y0, cell_size, heading_x, heading_y, sl
         centre, upwind = further_centre, further
         s = F32(s + F32(cell_size))
     bubble_top[...] = top
-
-
-#: |component| of the unit crosswind vector from which a grid step takes it (sin 22.5
-#: degrees: the nearest of the eight grid directions).
-GRID_STEP_FROM = F32(0.38268343)
 
 
 def _grid_step(component):

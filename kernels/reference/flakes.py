@@ -44,25 +44,14 @@ import numpy as np
 from .rng import random_uniform
 from .sampling import sample_bilinear, sample_wind
 
-CONSTANT_COUNTER = 0xFFFFFFFF
-STREAM_TERMINAL_SPEED, STREAM_RADIUS, STREAM_OMEGA, STREAM_OMEGA_SIGN = 0, 1, 2, 3
-STREAM_X, STREAM_Y, STREAM_Z, STREAM_PHASE = 4, 5, 6, 7
-STREAM_LIFT, STREAM_LIFT_HEIGHT = 8, 9
-STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z = 10, 11, 12
-STREAM_REENTRY = 13
-#: Bit of ``respawn_count`` set while a flake is a lifted blowing-snow grain (cleared when
-#: it settles and respawns); the count itself is the other 31 bits.
-BLOWING = np.uint32(0x80000000)
-COUNT_BITS = np.uint32(0x7FFFFFFF)
-#: sqrt(3): a uniform draw on [-sqrt(3), sqrt(3)] has unit variance.
-SQRT3 = np.float32(np.sqrt(3.0))
-OMEGA_MIN = np.float32(np.pi / 4.0)
-OMEGA_MAX = np.float32(np.pi / 3.0)
-TWO_PI = np.float32(2.0 * np.pi)
-#: Heights below this mark heightmap nodes without a surface (OPEN_HEIGHT is -1e30).
-OPEN_LIMIT = np.float32(-1.0e29)
-#: Initial flakes start at least this fraction of a wind cell above the ground.
-SPAWN_MARGIN = np.float32(0.01)
+# One home for the streams and constants: kernels.contract.
+from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS,  # noqa: F401
+                        OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
+                        STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z, STREAM_LIFT,
+                        STREAM_LIFT_HEIGHT, STREAM_OMEGA, STREAM_OMEGA_SIGN, STREAM_PHASE,
+                        STREAM_RADIUS, STREAM_REENTRY, STREAM_TERMINAL_SPEED, STREAM_X,
+                        STREAM_Y, STREAM_Z, TWO_PI, WRAP)
+from ..contract import flake_kernels
 
 f32 = np.float32
 
@@ -102,12 +91,11 @@ def _spawn_xy(seed, flake_id, counter, wx0, wy0, length_x, length_y):
     return x.astype(np.float32), y.astype(np.float32)
 
 
-#: ``inflow_mode`` of the flakes' kernels (the upwind fetch, settings.upwind_fetch): the
-#: domain wraps around along the wind (WRAP, what leaves downwind comes back upwind), or it
-#: is a piece of an open landscape (OPEN_SNOWFIELD: flakes come in from the sky upwind and
-#: landings upwind of the terrain may be lifted and blow in as grains; BARE_GROUND: the
-#: same snowfall, no blowing snow from upwind).
-WRAP, OPEN_SNOWFIELD, BARE_GROUND = 0, 1, 2
+# ``inflow_mode`` (the upwind fetch, settings.upwind_fetch; kernels.contract.Inflow): the
+# domain wraps around along the wind (WRAP, what leaves downwind comes back upwind), or it
+# is a piece of an open landscape (OPEN_SNOWFIELD: flakes come in from the sky upwind and
+# landings upwind of the terrain may be lifted and blow in as grains; BARE_GROUND: the
+# same snowfall, no blowing snow from upwind).
 
 
 def _margins(ahead, margin, upwind_margin):
@@ -152,10 +140,11 @@ def _upwind_of(x, y, fall, vt, wx0, wy0, length_x, length_y, inflow_x, inflow_y)
     return _wrap(x, f32(wx0), f32(length_x)), y
 
 
-def initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
-                      u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                      seed, vt_min, vt_max, spiral_radius, inflow_mode=0, inflow_x=0.0,
-                      inflow_y=0.0, fall_height=0.0, margin=0.0, upwind_margin=0.0):
+def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
+                     respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
+                     hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius, inflow_mode=0,
+                     inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+                     upwind_margin=0.0):
     """Place every flake (counter 0): XY uniform over the wind domain, z uniform between
     the ground (+ a small margin) and the top, velocity = local wind + (0, 0, -Vt). With an
     open upwind fetch (``inflow_mode`` OPEN_SNOWFIELD or BARE_GROUND) the XY point drawn is
@@ -250,15 +239,15 @@ def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed,
     return np.where(moving, share, f32(0.0)).astype(np.float32)
 
 
-def step_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
-                u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
-                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
-                surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
-                heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
-                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
-                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
-                inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
-                upwind_margin=0.0):
+def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
+               u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
+               hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
+               surface_x=None, surface_y=None, ustar_per_speed=0.0, threshold=0.0,
+               heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
+               bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
+               grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
+               inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+               upwind_margin=0.0):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
     ``hit_counts[ny, nx]`` at the nearest node, or at the foot of a wall it struck, then
@@ -473,3 +462,7 @@ def sort_permutation(keys, cell_counts, destination):
 def scatter(source, destination, out):
     """out[destination[n]] = source[n] for 4-byte words (uint32 views of any state array)."""
     out[destination.astype(np.int64)] = source
+
+
+#: The records-taking entry points (kernels.contract.FlakesKernels) of the bodies above.
+initialize_flakes, step_flakes = flake_kernels(_initialize_flat, _step_flat)

@@ -11,19 +11,8 @@ import numpy as np
 
 from . import sampling
 
-#: A node belongs to a triangle when each of its barycentric coordinates is >= -this:
-#: edges are inclusive with a little slack, so a node on an edge shared by two triangles is
-#: never lost to rounding (no cracks), while a node outside gains at most 1e-7 of the
-#: triangle's height of extrapolation.
-BARYCENTRIC_TOLERANCE = 1e-7
-
-#: Node-index padding of a triangle's bounding box, so nodes that lie exactly on a
-#: bounding edge reach the barycentric test despite rounding in the index arithmetic.
-INDEX_PADDING = 1e-6
-
-#: A triangle whose twice-signed XY area is at most this times the square of its XY bounding
-#: box is seen edge-on from above (vertical): it covers no node and is skipped.
-EDGE_ON_TOLERANCE = 1e-12
+# One home for the tolerances: kernels.contract.
+from ..contract import BARYCENTRIC_TOLERANCE, EDGE_ON_TOLERANCE, INDEX_PADDING  # noqa: F401
 
 
 def rasterize_top_surface(vertices, triangles, x0, y0, spacing, height_out, has_surface_out):

@@ -20,11 +20,11 @@ import numpy as np
 F32 = np.float32
 
 
-#: The finest level stores its face coefficients as uint8 q = 128 A_f (the open fractions
-#: are multiples of 1/128, kernels.reference.wind.FRACTION_STEP): a quarter of float32's
-#: traffic in the smoother, and the same values: q * (1/128) is exact.
-COEFFICIENT_STEPS = 128
-COEFFICIENT_STEP = F32(1.0 / COEFFICIENT_STEPS)
+# One home for the shared constants (the coefficients' steps, the CG scalar slots):
+# kernels.contract.
+from ..contract import (BB, COARSE_VCYCLE_CELLS, COEFFICIENT_STEP,  # noqa: F401
+                        COEFFICIENT_STEPS, DIVERGENCE_AFTER, DIVERGENCE_BEFORE, DONE, DQ,
+                        ITERATIONS, RELATIVE, RR, RZ, RZ_NEXT, SCALAR_SLOTS)
 
 
 def coefficient_values(a):
@@ -314,21 +314,8 @@ def coarse_vcycle(solutions, rhs, residuals, coefs, factors, smoothing_pairs, co
         redblack_pairs(solutions[level], rhs[level], *coefs[level], 1.0, 1, smoothing_pairs)
 
 
-#: wind.WindSolver runs the levels with at most this many cells (below the finest) through
-#: coarse_vcycle (the GPU build does them in one launch; here it is the same sequence).
-COARSE_VCYCLE_CELLS = 4096
-
-
 # --- conjugate-gradient vector kernels: scalars live in a float64 array on the backend --
-#: slots of the CG scalar array
-RZ, DQ, RR, RZ_NEXT, BB = 0, 1, 2, 3, 4
-#: slots the wind step's diagnostics use: max |rhs| before the solve, max |div u| after
-DIVERGENCE_BEFORE, DIVERGENCE_AFTER = 5, 6
-#: the solve's state on the device (cg_begin, cg_check): DONE (1 once it stopped: the
-#: iterations queued after that change nothing), the iterations counted and the relative
-#: residual of the last one counted
-DONE, ITERATIONS, RELATIVE = 7, 8, 9
-SCALAR_SLOTS = 10
+# the CG scalar slots (RZ ... SCALAR_SLOTS): kernels.contract
 
 
 def dot(a, b, scalars, slot):

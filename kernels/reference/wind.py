@@ -37,37 +37,15 @@ where all are, the face keeps its own value.
 """
 import numpy as np
 
-from .flakes import OPEN_LIMIT
+# One home for the shared constants: kernels.contract.
+from ..contract import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # noqa: F401
+                        FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, INFLOW_X_MINUS,
+                        INFLOW_X_PLUS, INFLOW_Y_MINUS, INFLOW_Y_PLUS, NO_BLOCK, OPEN_LIMIT,
+                        SAMPLE_WEIGHT_SCALE, inflow_sides_of)
 from .sampling import open_range, sample_bilinear, sample_open
 
 F32 = np.float32
 HALF = F32(0.5)
-#: A face's weight in the advection's samples is min(1, SAMPLE_WEIGHT_SCALE * its open
-#: fraction): faces at least half open count fully, a nearly closed one little. The flow
-#: squeezing through a small opening is fast, and at full weight the back-traces spread it
-#: into the wind (a fence on a wind-cell boundary: 100-160 m/s within 7 s of a 10 m/s
-#: storm); weighted by the fraction alone, the hemisphere's crest slowed from 1.37 to
-#: 1.30 U between its first and second flow-through (docs/wind_solver.md).
-SAMPLE_WEIGHT_SCALE = F32(2.0)
-
-#: Bits of ``inflow_sides``: the domain sides whose faces take the inflow wind.
-INFLOW_X_MINUS, INFLOW_X_PLUS, INFLOW_Y_MINUS, INFLOW_Y_PLUS = 1, 2, 4, 8
-
-
-def inflow_sides_of(vx, vy, walls: bool = False) -> int:
-    """The prescribed sides of a wind (vx, vy) m/s: x- when vx > 0, x+ when vx < 0, y- when
-    vy > 0, y+ when vy < 0 (float32 comparisons, as the kernels see the values). With
-    ``walls``, also both sides of an axis the wind runs parallel to (vx == 0: both x
-    sides), a closed free-slip pair, unless there is no wind at all: otherwise those sides
-    are outflow sides at p = 0, which draw the raised pressure in front of an obstacle that
-    spans the domain out sideways."""
-    vx, vy = F32(vx), F32(vy)
-    closed = walls and not (vx == 0 and vy == 0)
-    x_sides = INFLOW_X_MINUS | INFLOW_X_PLUS if closed and vx == 0 else 0
-    y_sides = INFLOW_Y_MINUS | INFLOW_Y_PLUS if closed and vy == 0 else 0
-    return ((INFLOW_X_MINUS if vx > 0 else 0) | (INFLOW_X_PLUS if vx < 0 else 0)
-            | (INFLOW_Y_MINUS if vy > 0 else 0) | (INFLOW_Y_PLUS if vy < 0 else 0)
-            | x_sides | y_sides)
 
 
 def side_flags(inflow_sides):
@@ -189,27 +167,6 @@ def obstacle_surface(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, c
     top = np.asarray(column_top, F32)
     use_top = _thin(ground, top, cell_size) | ~(ground > OPEN_LIMIT)
     out[...] = np.where(use_top, top, ground).astype(F32)
-
-
-#: Points per face edge at which face_fractions samples the terrain.
-FRACTION_SAMPLES = 8
-#: Open fractions below FRACTION_LOW are 0 and above FRACTION_HIGH are 1 (float32 rounding
-#: of a flat ground that lies on a face level must give exactly closed and open faces).
-FRACTION_LOW = F32(1e-4)
-FRACTION_HIGH = F32(F32(1.0) - F32(1e-4))
-#: Open fractions are multiples of FRACTION_STEP = 1/128 (rounded to the nearest): the
-#: pressure's finest level then stores them as uint8 exactly (kernels.reference.pressure
-#: COEFFICIENT_STEPS), a quarter of float32's traffic in its bandwidth-bound smoother.
-FRACTION_STEPS = 128
-FRACTION_STEP = F32(1.0 / FRACTION_STEPS)
-#: The smallest open fraction a face keeps (3/128 = 0.023): slivers the terrain nearly
-#: closes count as this open. Without it the pressure's multigrid slows on rolling terrain
-#: (64 x 64 x 16 cells: 15 CG iterations instead of 7, growing with the grid); 0.02 kept 8
-#: at 32 and 64 cells and cost the half-cylinder's crest 1.2% (0.05: 7 iterations, 3.7%;
-#: closing the slivers instead: 13%).
-FRACTION_MIN = F32(3.0 / FRACTION_STEPS)
-#: "No thin obstacle in this column" in the block tops of face_fractions.
-NO_BLOCK = F32(-3.0e38)
 
 
 def _snap(a):

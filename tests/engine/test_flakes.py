@@ -5,10 +5,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from snowfall.kernels.contract import (NO_INFLOW, BlowingSnow, FlakeLaw, FlakeState, Ground,
+                                       Inflow, WindField)
 from snowfall.kernels.cpu import flakes as cpu_flakes
 from snowfall.kernels.reference import flakes as ref_flakes
 from snowfall.snow_addon.backend import select_backend
-from snowfall.snow_addon.flakes import FlakeSystem
+from snowfall.snow_addon.cover import SnowCover
+from snowfall.snow_addon.flakes import STATE_NAMES, FlakeSystem
 from snowfall.snow_addon.grid import OPEN_HEIGHT, HeightmapGrid, WindGrid
 from snowfall.snow_addon.settings import SnowSettings
 
@@ -51,13 +54,42 @@ def state_arrays(n, x, y, z, vx=0.0, vy=0.0, vz=0.0):
     return arrays + [np.zeros(n, np.float32), np.zeros(n, np.uint32)]
 
 
+_INFLOW_FIELDS = {"inflow_mode": "mode", "inflow_x": "wind_x", "inflow_y": "wind_y",
+                  "fall_height": "fall_height", "margin": "margin",
+                  "upwind_margin": "upwind_margin"}
+
+
+def _inflow(keywords):
+    """An Inflow from the flat keywords (inflow_mode, inflow_x, ...), NO_INFLOW without."""
+    fields = {_INFLOW_FIELDS[k]: keywords.pop(k) for k in list(keywords) if k in _INFLOW_FIELDS}
+    return Inflow(**fields) if fields else NO_INFLOW
+
+
+def step_flat(module, *flat, grain_count=None, **keywords):
+    """``module.step_flakes`` called with the flat argument list the tests write out (state,
+    wind grid, ground, hits, seed, vt_min, vt_max, spiral radius, gravity, dt), and the
+    blowing snow and inflow as keywords, packed into the kernels' records."""
+    inflow = _inflow(keywords)
+    blowing = BlowingSnow(**keywords) if keywords else None
+    module.step_flakes(FlakeState(*flat[:9]), WindField(*flat[9:16]), Ground(*flat[16:21]),
+                       FlakeLaw(*flat[22:26], gravity=flat[26]), flat[27], flat[21], blowing,
+                       inflow, grain_count)
+
+
+def initialize_flat(module, *flat, **keywords):
+    """``module.initialize_flakes`` with the flat argument list (state, wind grid, ground,
+    seed, vt_min, vt_max, spiral radius) and inflow keywords, packed into records."""
+    module.initialize_flakes(FlakeState(*flat[:9]), WindField(*flat[9:16]),
+                             Ground(*flat[16:21]), FlakeLaw(*flat[21:25]), _inflow(keywords))
+
+
 def run_kernel(module, flake_id, state, wind, height, snow, hits, seed=1, vt=(1.0, 2.0),
                radius=0.5, grid=GRID, hm=HEIGHTMAP, **lift):
-    module.step_flakes(flake_id, *state, wind.u, wind.v, wind.w, np.float32(grid.x0),
-                       np.float32(grid.y0), np.float32(grid.z0), np.float32(grid.cell_size),
-                       height, snow, np.float32(hm.x0), np.float32(hm.y0), np.float32(hm.spacing),
-                       hits, seed, np.float32(vt[0]), np.float32(vt[1]), np.float32(radius), G, DT,
-                       **lift)
+    step_flat(module, flake_id, *state, wind.u, wind.v, wind.w, np.float32(grid.x0),
+              np.float32(grid.y0), np.float32(grid.z0), np.float32(grid.cell_size),
+              height, snow, np.float32(hm.x0), np.float32(hm.y0), np.float32(hm.spacing),
+              hits, seed, np.float32(vt[0]), np.float32(vt[1]), np.float32(radius), G, DT,
+              **lift)
 
 
 def lift_arguments(surface_speed, step_index=0, threshold=0.3, strength=1.0, bubble_top=None,
@@ -388,19 +420,52 @@ def random_flake_input(seed, n=3000):
     return flake_id, state
 
 
+def on_backend(backend, value):
+    """``value`` (an array, a list of them, a dict's values or a SimpleNamespace's) in the
+    backend's memory; other values as they are."""
+    if isinstance(value, np.ndarray):
+        return backend.asarray(value)
+    if isinstance(value, list):
+        return [on_backend(backend, v) for v in value]
+    if isinstance(value, dict):
+        return {k: on_backend(backend, v) for k, v in value.items()}
+    if isinstance(value, SimpleNamespace):
+        return SimpleNamespace(**on_backend(backend, vars(value)))
+    return value
+
+
+def run_both(backend, flake_id, state, wind, height, snow, steps, seed, lift=None):
+    """``steps`` steps of the reference and of ``backend``'s build from the same input:
+    [(state, hits, grains aloft)] (host arrays) for the reference, then the build."""
+    outputs = []
+    for module, where in ((ref_flakes, select_backend("numpy")),
+                          (backend.kernel_module("flakes"), backend)):
+        s = on_backend(where, [a.copy() for a in state])
+        hits = on_backend(where, np.zeros(HEIGHTMAP.shape, np.int32))
+        extra = on_backend(where, dict(lift or {}))
+        if lift is not None:
+            extra["grain_count"] = on_backend(where, np.zeros(1, np.int32))
+        for step in range(steps):
+            if lift is not None:
+                extra["step_index"] = 40 + step
+            run_kernel(module, on_backend(where, flake_id), s, on_backend(where, wind),
+                       on_backend(where, height), on_backend(where, snow), hits, seed=seed,
+                       **extra)
+        grains = int(where.to_host(extra["grain_count"])[0]) if lift is not None else 0
+        outputs.append(([np.asarray(where.to_host(a)) for a in s],
+                        np.asarray(where.to_host(hits)), grains))
+    return outputs
+
+
 @pytest.mark.parametrize("seed", [0, 1])
-def test_numba_step_matches_reference(seed):
+def test_step_matches_reference(backend, seed):
+    """The Numba and CUDA builds' step against the reference: the same hits and respawns,
+    the state to float32 rounding (the spiral's sin/cos differ in the last bits)."""
     flake_id, state = random_flake_input(seed)
     wind = noisy_wind(GRID, seed)
     height, snow = rough_ground(seed)
-    outputs = []
-    for module in (ref_flakes, cpu_flakes):
-        s = [a.copy() for a in state]
-        hits = np.zeros(HEIGHTMAP.shape, np.int32)
-        for _ in range(5):
-            run_kernel(module, flake_id, s, wind, height, snow, hits, seed=seed + 9)
-        outputs.append((s, hits))
-    (ref_state, ref_hits), (cpu_state, cpu_hits) = outputs
+    (ref_state, ref_hits, _), (cpu_state, cpu_hits, _) = run_both(
+        backend, flake_id, state, wind, height, snow, 5, seed + 9)
     np.testing.assert_array_equal(cpu_state[7], ref_state[7])     # same hits and respawns
     assert ref_state[7].sum() > state[7].sum()
     np.testing.assert_array_equal(cpu_hits, ref_hits)
@@ -414,7 +479,7 @@ EDDIES = {"eddy_scale": 0.41, "mixing_height": 2.5, "eddy_steps": 3, "eddy_floor
 @pytest.mark.parametrize("grains", [0.0, 0.3], ids=["flakes", "grains"])
 @pytest.mark.parametrize("eddies", [False, True], ids=["plain", "eddies"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_numba_step_with_blowing_snow_and_shelter_matches_reference(seed, eddies, grains):
+def test_step_with_blowing_snow_and_shelter_matches_reference(backend, seed, eddies, grains):
     flake_id, state = random_flake_input(seed)
     wind = noisy_wind(GRID, seed)
     height, snow = rough_ground(seed)
@@ -427,18 +492,9 @@ def test_numba_step_with_blowing_snow_and_shelter_matches_reference(seed, eddies
     if eddies:
         lift.update(EDDIES)
     lift["grain_speed"] = grains
-    outputs, counted = [], []
-    for module in (ref_flakes, cpu_flakes):
-        s = [a.copy() for a in state]
-        hits = np.zeros(HEIGHTMAP.shape, np.int32)
-        lift["grain_count"] = np.zeros(1, np.int32)
-        for step in range(5):
-            lift["step_index"] = 40 + step
-            run_kernel(module, flake_id, s, wind, height, snow, hits, seed=seed + 9, **lift)
-        outputs.append((s, hits))
-        counted.append(int(lift.pop("grain_count")[0]))
-    assert counted[0] == counted[1] and (counted[0] > 0) == (grains > 0)
-    (ref_state, ref_hits), (cpu_state, cpu_hits) = outputs
+    (ref_state, ref_hits, ref_grains), (cpu_state, cpu_hits, cpu_grains) = run_both(
+        backend, flake_id, state, wind, height, snow, 5, seed + 9, lift)
+    assert ref_grains == cpu_grains and (ref_grains > 0) == (grains > 0)
     np.testing.assert_array_equal(cpu_state[7], ref_state[7])
     np.testing.assert_array_equal(cpu_hits, ref_hits)
     for got, expected in zip(cpu_state[:7], ref_state[:7]):
@@ -639,29 +695,111 @@ def test_flakes_in_the_separation_bubble_feel_still_air_and_settle(module):
     assert hits.sum() < 0.3 * n
 
 
-def test_numba_initialize_and_sort_kernels_match_reference():
+def test_initialize_and_sort_kernels_match_reference(backend):
+    """initialize_flakes against the reference; cell_keys exact; sort_permutation a
+    permutation that sorts the keys (in the reference's stable order on the CPU; the GPU's
+    order inside a cell is arbitrary), with the cells' counts; scatter moves each word to
+    its destination."""
     flake_id, _state = random_flake_input(3)
     wind = noisy_wind(GRID, 3)
     height, snow = rough_ground(3)
     outputs = []
-    for module in (ref_flakes, cpu_flakes):
-        s = [np.zeros(flake_id.size, np.float32) for _ in range(7)] + [np.ones(flake_id.size, np.uint32)]
-        module.initialize_flakes(flake_id, *s, wind.u, wind.v, wind.w, 0.0, 0.0, -1.0, 1.0,
-                                 height, snow, 0.0, 0.0, 0.5, 6, np.float32(0.5), np.float32(1.5),
-                                 np.float32(0.5))
-        keys = np.zeros(flake_id.size, np.uint32)
+    for module, where in ((ref_flakes, select_backend("numpy")),
+                          (backend.kernel_module("flakes"), backend)):
+        s = on_backend(where, [np.zeros(flake_id.size, np.float32) for _ in range(7)]
+                       + [np.ones(flake_id.size, np.uint32)])
+        field = on_backend(where, wind)
+        ids = on_backend(where, flake_id)
+        initialize_flat(module, ids, *s, field.u, field.v, field.w, 0.0, 0.0, -1.0, 1.0,
+                        on_backend(where, height), on_backend(where, snow), 0.0, 0.0, 0.5, 6,
+                        np.float32(0.5), np.float32(1.5), np.float32(0.5))
+        keys = on_backend(where, np.zeros(flake_id.size, np.uint32))
         module.cell_keys(s[0], s[1], s[2], 0.0, 0.0, -1.0, 1.0, GRID.nx, GRID.ny, GRID.nz, keys)
-        counts = np.zeros(GRID.cell_count, np.uint32)
-        destination = np.zeros(flake_id.size, np.uint32)
-        module.sort_permutation(keys, counts, destination)
-        permuted = np.zeros(flake_id.size, np.uint32)
-        module.scatter(flake_id, destination, permuted)
-        outputs.append(s + [keys, counts, permuted])
-    for got, expected in zip(outputs[1], outputs[0]):
-        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
-    assert not outputs[0][7].any()
-    assert sorted(outputs[0][10].tolist()) == sorted(flake_id.tolist())
+        host_keys = np.asarray(where.to_host(keys)).copy()
+        counts = on_backend(where, np.zeros(GRID.cell_count, np.uint32))
+        module.sort_permutation(keys, counts, keys)        # in place, as FlakeSystem does
+        permuted = on_backend(where, np.zeros(flake_id.size, np.uint32))
+        module.scatter(ids, keys, permuted)
+        outputs.append([np.asarray(where.to_host(a)) for a in s]
+                       + [host_keys, np.asarray(where.to_host(counts)),
+                          np.asarray(where.to_host(keys)), np.asarray(where.to_host(permuted))])
+    reference, got = outputs
+    for a, e in zip(got[:8], reference[:8]):
+        np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-6)
+    assert not reference[7].any()
+    np.testing.assert_array_equal(got[8], reference[8])                 # keys
+    np.testing.assert_array_equal(got[9], np.bincount(reference[8], minlength=GRID.cell_count))
+    destination = got[10]
+    assert sorted(destination.tolist()) == list(range(flake_id.size))  # a permutation
+    sorted_keys = np.empty_like(reference[8])
+    sorted_keys[destination] = reference[8]
+    assert np.all(np.diff(sorted_keys.astype(np.int64)) >= 0)
+    expected = np.empty_like(flake_id)
+    expected[destination] = flake_id
+    np.testing.assert_array_equal(got[11], expected)
+    if not backend.is_gpu:
+        np.testing.assert_array_equal(destination, reference[10])        # stable, as the reference
 
 
 def test_estimate_bytes_is_at_most_48_per_flake():
     assert FlakeSystem.estimate_bytes(SnowSettings(flake_count=1000)) <= 48 * 1000
+
+
+def run_bake(backend_name, steps, sort_interval=None, resume_at=None):
+    """Flakes + cover on a small rough terrain with a noisy wind; returns host results."""
+    backend = select_backend(backend_name)
+    height, _snow = rough_ground(2)
+    heightmap = SimpleNamespace(grid=HEIGHTMAP, height=height, has_surface=height > -1e29)
+    settings = SnowSettings(flake_count=6000, seed=7, snowfall_rate=30.0, angle_of_repose=30.0,
+                            redistribution_fraction=0.2, redistribution_min_depth=0.001)
+    wind = on_backend(backend, noisy_wind(GRID, 2))
+
+    def build():
+        cover = SnowCover(settings, heightmap, GRID, backend)
+        flakes = FlakeSystem(settings, GRID, HEIGHTMAP, backend)
+        if sort_interval is not None:
+            flakes.sort_interval = sort_interval
+        return cover, flakes
+
+    cover, flakes = build()
+    flakes.initialize(wind, cover.height, cover.snow_depth)
+    for step in range(steps):
+        if step == resume_at:
+            flake_state, cover_state = flakes.state_dict(), cover.state_dict()
+            cover, flakes = build()
+            flakes.load_state_dict(flake_state)
+            cover.load_state_dict(cover_state)
+        flakes.step(wind, cover.height, cover.snow_depth, cover.hit_counts, step * DT, DT)
+        cover.step(DT)
+    result = flakes.state_dict()
+    result["snow_depth"] = np.asarray(backend.to_host(cover.snow_depth))
+    result["snow_volume"], result["deposited"] = cover.snow_volume(), cover.deposited_volume()
+    return result
+
+
+@pytest.mark.gpu
+def test_gpu_bake_matches_cpu_and_sorting_and_resume_change_nothing(gpu_backend):
+    """200 steps of flakes and cover on the GPU against the CPU (docs/flakes_and_cover.md's
+    tolerances): respawn counts identical (the same random streams and float32 operation
+    order, --fmad=false; only the spiral's sin/cos come from different libraries),
+    positions and velocities to 1e-4, phase 1e-5, snow depth 1e-6 m + 1e-5 relative, the
+    snow volume the deposited volume to 1e-6; the GPU's sort by cell and a resume change
+    no bit."""
+    steps = 200
+    cpu = run_bake("cpu", steps)
+    gpu = run_bake("gpu", steps, sort_interval=0)
+    gpu_sorted = run_bake("gpu", steps, sort_interval=3)
+    gpu_resumed = run_bake("gpu", steps, sort_interval=3, resume_at=101)
+    np.testing.assert_array_equal(gpu["respawn_count"], cpu["respawn_count"])
+    assert cpu["respawn_count"].sum() > 1000
+    for name in ("pos_x", "pos_y", "pos_z", "vel_x", "vel_y", "vel_z"):
+        np.testing.assert_allclose(gpu[name], cpu[name], rtol=0, atol=1e-4)
+    np.testing.assert_allclose(gpu["phase"], cpu["phase"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(gpu["snow_depth"], cpu["snow_depth"], rtol=1e-5, atol=1e-6)
+    assert gpu["deposited"] == cpu["deposited"]
+    for result in (cpu, gpu, gpu_sorted, gpu_resumed):
+        np.testing.assert_allclose(result["snow_volume"], result["deposited"], rtol=1e-6)
+    # storage order (sorting) and a resume do not change a single bit
+    for other in (gpu_sorted, gpu_resumed):
+        for name in STATE_NAMES + ("snow_depth",):
+            np.testing.assert_array_equal(other[name], gpu[name])

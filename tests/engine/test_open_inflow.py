@@ -13,8 +13,8 @@ from snowfall.kernels.reference import flakes as ref_flakes
 from snowfall.snow_addon import Simulation, SnowSettings, scenes
 from snowfall.snow_addon.errors import SnowInputError
 
-from .test_flakes import (GRID, HEIGHTMAP, flat_ground, lift_arguments, noisy_wind,
-                          random_flake_input, rough_ground, run_kernel)
+from .test_flakes import (GRID, HEIGHTMAP, flat_ground, initialize_flat, lift_arguments,
+                          noisy_wind, random_flake_input, rough_ground, run_kernel)
 
 MODES = [ref_flakes.OPEN_SNOWFIELD, ref_flakes.BARE_GROUND]
 
@@ -77,12 +77,11 @@ def initialize(module, mode, heading, count=4000):
     state = [np.zeros(count, np.float32) for _ in range(7)] + [np.zeros(count, np.uint32)]
     wind = noisy_wind(GRID, 1)
     height, snow = flat_ground(0.5)
-    module.initialize_flakes(flake_id, *state, wind.u, wind.v, wind.w, np.float32(GRID.x0),
-                             np.float32(GRID.y0), np.float32(GRID.z0),
-                             np.float32(GRID.cell_size), height, snow, np.float32(HEIGHTMAP.x0),
-                             np.float32(HEIGHTMAP.y0), np.float32(HEIGHTMAP.spacing), 5,
-                             np.float32(1.0), np.float32(2.0), np.float32(0.5),
-                             **inflow(mode, heading))
+    initialize_flat(module, flake_id, *state, wind.u, wind.v, wind.w, np.float32(GRID.x0),
+                    np.float32(GRID.y0), np.float32(GRID.z0), np.float32(GRID.cell_size),
+                    height, snow, np.float32(HEIGHTMAP.x0), np.float32(HEIGHTMAP.y0),
+                    np.float32(HEIGHTMAP.spacing), 5, np.float32(1.0), np.float32(2.0),
+                    np.float32(0.5), **inflow(mode, heading))
     return state
 
 
@@ -208,11 +207,11 @@ def test_cuda_open_flakes_match_reference(gpu_backend, mode, heading):
         got = [xp.zeros(count, xp.float32) for _ in range(7)] + [xp.zeros(count, xp.uint32)]
         w = noisy_wind(GRID, 1)
         h, s = flat_ground(0.5)
-        gpu_flakes.initialize_flakes(xp.arange(count, dtype=xp.uint32), *got, xp.asarray(w.u),
-                                     xp.asarray(w.v), xp.asarray(w.w), GRID.x0, GRID.y0, GRID.z0,
-                                     GRID.cell_size, xp.asarray(h), xp.asarray(s), HEIGHTMAP.x0,
-                                     HEIGHTMAP.y0, HEIGHTMAP.spacing, 5, 1.0, 2.0, 0.5,
-                                     **inflow(mode, heading_init))
+        initialize_flat(gpu_flakes, xp.arange(count, dtype=xp.uint32), *got, xp.asarray(w.u),
+                        xp.asarray(w.v), xp.asarray(w.w), GRID.x0, GRID.y0, GRID.z0,
+                        GRID.cell_size, xp.asarray(h), xp.asarray(s), HEIGHTMAP.x0,
+                        HEIGHTMAP.y0, HEIGHTMAP.spacing, 5, 1.0, 2.0, 0.5,
+                        **inflow(mode, heading_init))
         for a, e in zip(got, expected):
             np.testing.assert_allclose(xp.asnumpy(a), e, rtol=1e-6, atol=1e-5)
 

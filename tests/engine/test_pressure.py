@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from snowfall.kernels import contract
 from snowfall.kernels.cpu import pressure as cpu
 from snowfall.kernels.reference import pressure as ref
 from snowfall.snow_addon.wind import multigrid_levels
@@ -236,11 +237,11 @@ def test_cg_vector_kernels_match_reference():
     rng = np.random.default_rng(8)
     shape = (6, 7, 9)
     a, b, c, d = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
-    s_ref, s_cpu = np.zeros(ref.SCALAR_SLOTS), np.zeros(cpu.SCALAR_SLOTS)
+    s_ref, s_cpu = np.zeros(ref.SCALAR_SLOTS), np.zeros(contract.SCALAR_SLOTS)
     ref.dot(a, b, s_ref, ref.DQ)
-    cpu.dot(a, b, s_cpu, cpu.DQ)
-    assert s_cpu[cpu.DQ] == pytest.approx(float(np.dot(a.ravel().astype(np.float64), b.ravel())), rel=1e-12)
-    assert s_cpu[cpu.DQ] == pytest.approx(s_ref[ref.DQ], rel=1e-12)
+    cpu.dot(a, b, s_cpu, contract.DQ)
+    assert s_cpu[contract.DQ] == pytest.approx(float(np.dot(a.ravel().astype(np.float64), b.ravel())), rel=1e-12)
+    assert s_cpu[contract.DQ] == pytest.approx(s_ref[ref.DQ], rel=1e-12)
     scalars = np.zeros(ref.SCALAR_SLOTS)
     scalars[:4] = (2.0, 3.0, 0.0, 5.0)
     e = [x.copy() for x in (a, b, c, d)]
@@ -256,23 +257,23 @@ def test_cg_vector_kernels_match_reference():
     cpu.cg_direction(do, a, so)
     np.testing.assert_array_equal(do, de)
     np.testing.assert_allclose(de, a + np.float32(2.5) * c, rtol=1e-6)
-    assert se[ref.RZ] == so[cpu.RZ] == 5.0
+    assert se[ref.RZ] == so[contract.RZ] == 5.0
 
 
 def test_max_abs_and_extrapolate_match_reference():
     rng = np.random.default_rng(5)
     values = rng.standard_normal(100_001).astype(np.float32)
     values[54_321] = -7.25
-    host, expected = np.zeros(cpu.SCALAR_SLOTS), np.zeros(cpu.SCALAR_SLOTS)
-    cpu.max_abs(values, host, cpu.DIVERGENCE_BEFORE)
-    ref.max_abs(values, expected, cpu.DIVERGENCE_BEFORE)
-    assert host[cpu.DIVERGENCE_BEFORE] == expected[cpu.DIVERGENCE_BEFORE] == 7.25
-    cpu.max_abs(np.zeros(0, np.float32), host, cpu.DIVERGENCE_AFTER)
-    assert host[cpu.DIVERGENCE_AFTER] == 0.0
+    host, expected = np.zeros(contract.SCALAR_SLOTS), np.zeros(contract.SCALAR_SLOTS)
+    cpu.max_abs(values, host, contract.DIVERGENCE_BEFORE)
+    ref.max_abs(values, expected, contract.DIVERGENCE_BEFORE)
+    assert host[contract.DIVERGENCE_BEFORE] == expected[contract.DIVERGENCE_BEFORE] == 7.25
+    cpu.max_abs(np.zeros(0, np.float32), host, contract.DIVERGENCE_AFTER)
+    assert host[contract.DIVERGENCE_AFTER] == 0.0
     values[3] = np.nan  # a blown-up field shows as NaN, as numpy's max does
-    cpu.max_abs(values, host, cpu.DIVERGENCE_AFTER)
-    ref.max_abs(values, expected, cpu.DIVERGENCE_AFTER)
-    assert np.isnan(host[cpu.DIVERGENCE_AFTER]) and np.isnan(expected[cpu.DIVERGENCE_AFTER])
+    cpu.max_abs(values, host, contract.DIVERGENCE_AFTER)
+    ref.max_abs(values, expected, contract.DIVERGENCE_AFTER)
+    assert np.isnan(host[contract.DIVERGENCE_AFTER]) and np.isnan(expected[contract.DIVERGENCE_AFTER])
     pressure = rng.standard_normal((4, 6, 5)).astype(np.float32)
     previous = rng.standard_normal((4, 6, 5)).astype(np.float32)
     old_pressure, old_previous = pressure.copy(), previous.copy()
@@ -449,18 +450,18 @@ def test_cg_check_is_the_host_check_and_stops_the_updates():
     import math
     for kernels in (ref, cpu):
         for rr, bb, count, limit in _check_cases():
-            s = np.zeros(kernels.SCALAR_SLOTS)
+            s = np.zeros(contract.SCALAR_SLOTS)
             kernels.cg_begin(s)
-            s[kernels.RR], s[kernels.BB], s[kernels.ITERATIONS] = rr, bb, count
+            s[contract.RR], s[contract.BB], s[contract.ITERATIONS] = rr, bb, count
             kernels.cg_check(s, 1e-4, limit)
             host = math.sqrt(max(rr, 0.0) / bb) if bb != 0.0 else 0.0
-            assert s[kernels.ITERATIONS] == count + 1
-            assert (s[kernels.RELATIVE] == host) or (math.isnan(host) and math.isnan(s[kernels.RELATIVE]))
-            assert bool(s[kernels.DONE]) == (bb == 0.0 or host <= 1e-4 or count + 1 >= limit)
+            assert s[contract.ITERATIONS] == count + 1
+            assert (s[contract.RELATIVE] == host) or (math.isnan(host) and math.isnan(s[contract.RELATIVE]))
+            assert bool(s[contract.DONE]) == (bb == 0.0 or host <= 1e-4 or count + 1 >= limit)
     rng = np.random.default_rng(3)
     x, r, d, q = (rng.standard_normal((4, 5, 6)).astype(np.float32) for _ in range(4))
     s = np.array([2.0, 3.0, 7.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-    s[cpu.DONE] = 1.0
+    s[contract.DONE] = 1.0
     before = [a.copy() for a in (x, r)], s.copy()
     cpu.cg_update_check(x, r, d, q, s, 1e-4, 50)
     ref.cg_update_norm(x, r, d, q, s)
@@ -510,16 +511,16 @@ def test_fused_cg_and_from_zero_kernels_are_their_compositions():
     again = p.copy()
     ref.redblack_pairs_from_zero(again, b, *coef, 1.0, 0, 2)
     np.testing.assert_array_equal(again, expected)
-    out, s = np.zeros(shape, np.float32), np.zeros(cpu.SCALAR_SLOTS)
-    cpu.apply_operator_dot(p, *coef, out, s, cpu.DQ)
+    out, s = np.zeros(shape, np.float32), np.zeros(contract.SCALAR_SLOTS)
+    cpu.apply_operator_dot(p, *coef, out, s, contract.DQ)
     plain = np.zeros(shape, np.float32)
     cpu.apply_operator(p, *coef, plain)
     np.testing.assert_array_equal(out, plain)
-    assert s[cpu.DQ] == pytest.approx(float(np.dot(p.ravel().astype(np.float64), plain.ravel())), rel=1e-12)
-    cpu.residual_norm(p, b, *coef, out, s, cpu.BB)
+    assert s[contract.DQ] == pytest.approx(float(np.dot(p.ravel().astype(np.float64), plain.ravel())), rel=1e-12)
+    cpu.residual_norm(p, b, *coef, out, s, contract.BB)
     cpu.residual(p, b, *coef, plain)
     np.testing.assert_array_equal(out, plain)
-    assert s[cpu.BB] == pytest.approx(float(np.dot(b.ravel().astype(np.float64), b.ravel())), rel=1e-12)
+    assert s[contract.BB] == pytest.approx(float(np.dot(b.ravel().astype(np.float64), b.ravel())), rel=1e-12)
 
 
 @pytest.mark.gpu
@@ -544,19 +545,19 @@ def test_cuda_fused_cg_and_from_zero_kernels_match_reference(gpu_backend, shape,
         np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
     rng = np.random.default_rng(5)
     d_host = rng.standard_normal(shape).astype(np.float32)
-    scalars = xp.zeros(gp.SCALAR_SLOTS, xp.float64)
+    scalars = xp.zeros(contract.SCALAR_SLOTS, xp.float64)
     out = xp.zeros(shape, xp.float32)
-    gp.apply_operator_dot(xp.asarray(d_host), *dcoef, out, scalars, gp.DQ)
+    gp.apply_operator_dot(xp.asarray(d_host), *dcoef, out, scalars, contract.DQ)
     plain = xp.zeros(shape, xp.float32)
     gp.apply_operator(xp.asarray(d_host), *dcoef, plain)
     np.testing.assert_array_equal(xp.asnumpy(out), xp.asnumpy(plain))
     q = xp.asnumpy(out)
-    assert float(scalars[gp.DQ]) == pytest.approx(
+    assert float(scalars[contract.DQ]) == pytest.approx(
         float(np.dot(d_host.ravel().astype(np.float64), q.ravel())), rel=1e-10)
-    gp.residual_norm(xp.asarray(p), xp.asarray(b), *dcoef, out, scalars, gp.BB)
+    gp.residual_norm(xp.asarray(p), xp.asarray(b), *dcoef, out, scalars, contract.BB)
     gp.residual(xp.asarray(p), xp.asarray(b), *dcoef, plain)
     np.testing.assert_array_equal(xp.asnumpy(out), xp.asnumpy(plain))
-    assert float(scalars[gp.BB]) == pytest.approx(
+    assert float(scalars[contract.BB]) == pytest.approx(
         float(np.dot(b.ravel().astype(np.float64), b.ravel())), rel=1e-10)
     host = np.array([2.0, 3.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0])
     x, r = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
@@ -566,9 +567,9 @@ def test_cuda_fused_cg_and_from_zero_kernels_match_reference(gpu_backend, shape,
     gp.cg_update_norm(dx, dr, xp.asarray(d_host), xp.asarray(q), ds)
     np.testing.assert_array_equal(xp.asnumpy(dx), ex)
     np.testing.assert_array_equal(xp.asnumpy(dr), er)
-    assert float(ds[gp.RR]) == pytest.approx(float(np.dot(er.ravel().astype(np.float64), er.ravel())),
+    assert float(ds[contract.RR]) == pytest.approx(float(np.dot(er.ravel().astype(np.float64), er.ravel())),
                                              rel=1e-10)
-    assert float(ds[gp.RZ]) == 2.0 and float(ds[gp.DQ]) == 3.0
+    assert float(ds[contract.RZ]) == 2.0 and float(ds[contract.DQ]) == 3.0
 
 
 @pytest.mark.gpu
@@ -582,14 +583,14 @@ def test_cuda_cg_check_matches_reference(gpu_backend):
         dev = xp.asarray(host)
         gp.cg_begin(dev)
         ref.cg_begin(host)
-        dev[gp.ITERATIONS] = count
+        dev[contract.ITERATIONS] = count
         host[ref.ITERATIONS] = count
         gp.cg_check(dev, 1e-4, limit)
         ref.cg_check(host, 1e-4, limit)
         np.testing.assert_array_equal(xp.asnumpy(dev), host)
         again = xp.asnumpy(dev)
         gp.cg_check(dev, 1e-4, limit)
-        if again[gp.DONE]:
+        if again[contract.DONE]:
             np.testing.assert_array_equal(xp.asnumpy(dev), again)
     rng = np.random.default_rng(12)
     shape = (6, 40, 50)
@@ -605,8 +606,8 @@ def test_cuda_cg_check_matches_reference(gpu_backend):
         np.testing.assert_array_equal(xp.asnumpy(dx), ex)
         np.testing.assert_array_equal(xp.asnumpy(dr), er)
         got = xp.asnumpy(dev)
-        assert got[gp.RR] == pytest.approx(host[ref.RR], rel=1e-10)
-        assert got[gp.ITERATIONS] == 1.0 and bool(got[gp.DONE]) == done
+        assert got[contract.RR] == pytest.approx(host[ref.RR], rel=1e-10)
+        assert got[contract.ITERATIONS] == 1.0 and bool(got[contract.DONE]) == done
         if done:  # queued after DONE: x, r and the scalars stay
             gp.cg_update_check(dx, dr, xp.asarray(d), xp.asarray(q), dev, tolerance, 50)
             np.testing.assert_array_equal(xp.asnumpy(dx), ex)
@@ -711,16 +712,16 @@ def saved_case(kp, xp):
         keep(f"vcycle_rhs_{level}", c)
         keep(f"vcycle_residual_{level}", d)
     # the CG kernels (scalars on the device)
-    scalars = xp.zeros(kp.SCALAR_SLOTS, np.float64)
+    scalars = xp.zeros(contract.SCALAR_SLOTS, np.float64)
     x, rr, d, qq = (xp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in range(4))
     kp.cg_begin(scalars)
-    kp.residual_norm(x, b, *coefs[0], rr, scalars, kp.BB)
-    kp.dot(rr, d, scalars, kp.RZ)
-    kp.apply_operator_dot(d, *coefs[0], qq, scalars, kp.DQ)
+    kp.residual_norm(x, b, *coefs[0], rr, scalars, contract.BB)
+    kp.dot(rr, d, scalars, contract.RZ)
+    kp.apply_operator_dot(d, *coefs[0], qq, scalars, contract.DQ)
     kp.cg_update_check(x, rr, d, qq, scalars, 1e-6, 50)
-    kp.dot(rr, rr, scalars, kp.RZ_NEXT)
+    kp.dot(rr, rr, scalars, contract.RZ_NEXT)
     kp.cg_direction(d, rr, scalars)
-    kp.max_abs(rr, scalars, kp.DIVERGENCE_BEFORE)
+    kp.max_abs(rr, scalars, contract.DIVERGENCE_BEFORE)
     kp.extrapolate(x, d)
     for name, array in (("cg_x", x), ("cg_r", rr), ("cg_d", d), ("cg_q", qq), ("cg_scalars", scalars)):
         keep(name, array)

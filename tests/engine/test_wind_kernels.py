@@ -11,6 +11,8 @@ GPU velocities agree with the CPU's to 2e-3 m/s (wind 5 m/s) and iteration count
 import numpy as np
 import pytest
 
+from snowfall.kernels import contract
+
 from snowfall.kernels.reference import pressure as ref_pressure
 from snowfall.kernels.reference import wind as ref_wind
 from snowfall.snow_addon.backend import select_backend
@@ -335,9 +337,9 @@ def test_smoother_and_cg_kernels_match_reference(kernels):
             gp.redblack_pairs(d, xp.asarray(b), *(xp.asarray(_stored(c, dtype)) for c in coef), 1.0, 1, 3)
             _close(d, expected, xp)
     a, b, c, e = (rng.standard_normal(100_003).astype(np.float32) for _ in range(4))
-    scalars = xp.zeros(gp.SCALAR_SLOTS, xp.float64)
-    gp.dot(xp.asarray(a), xp.asarray(b), scalars, gp.RR)
-    assert float(scalars[gp.RR]) == pytest.approx(float(np.dot(a.astype(np.float64), b)), rel=1e-10)
+    scalars = xp.zeros(contract.SCALAR_SLOTS, xp.float64)
+    gp.dot(xp.asarray(a), xp.asarray(b), scalars, contract.RR)
+    assert float(scalars[contract.RR]) == pytest.approx(float(np.dot(a.astype(np.float64), b)), rel=1e-10)
     host = np.array([2.0, 3.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0])
     expected = [x.copy() for x in (a, b, c, e)]
     ref_pressure.cg_update(*expected, host.copy())
@@ -569,14 +571,14 @@ def test_max_abs_and_extrapolate_match_reference(kernels):
     rng = np.random.default_rng(31)
     values = rng.standard_normal(1_000_003).astype(np.float32)
     values[777_777] = -9.5
-    scalars = xp.zeros(gp.SCALAR_SLOTS, xp.float64)
-    host = np.zeros(gp.SCALAR_SLOTS)
-    gp.max_abs(xp.asarray(values), scalars, gp.DIVERGENCE_AFTER)
-    ref_pressure.max_abs(values, host, gp.DIVERGENCE_AFTER)
-    assert float(scalars[gp.DIVERGENCE_AFTER]) == host[gp.DIVERGENCE_AFTER] == 9.5
+    scalars = xp.zeros(contract.SCALAR_SLOTS, xp.float64)
+    host = np.zeros(contract.SCALAR_SLOTS)
+    gp.max_abs(xp.asarray(values), scalars, contract.DIVERGENCE_AFTER)
+    ref_pressure.max_abs(values, host, contract.DIVERGENCE_AFTER)
+    assert float(scalars[contract.DIVERGENCE_AFTER]) == host[contract.DIVERGENCE_AFTER] == 9.5
     values[12] = np.nan
-    gp.max_abs(xp.asarray(values), scalars, gp.DIVERGENCE_BEFORE)
-    assert np.isnan(float(scalars[gp.DIVERGENCE_BEFORE]))
+    gp.max_abs(xp.asarray(values), scalars, contract.DIVERGENCE_BEFORE)
+    assert np.isnan(float(scalars[contract.DIVERGENCE_BEFORE]))
     pressure = rng.standard_normal((5, 7, 9)).astype(np.float32)
     previous = rng.standard_normal((5, 7, 9)).astype(np.float32)
     dp, dq = xp.asarray(pressure), xp.asarray(previous)
