@@ -4,13 +4,15 @@ arrays are C-contiguous CuPy arrays (float32 faces, uint8 solid)."""
 import numpy as np
 
 from ..contract import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN, FRACTION_SAMPLES,
-                        FRACTION_STEPS, NO_BLOCK, OPEN_LIMIT, SAMPLE_WEIGHT_SCALE, cuda_defines)
+                        FRACTION_STEP, FRACTION_STEPS, NO_BLOCK, OPEN_LIMIT,
+                        SAMPLE_WEIGHT_SCALE, cuda_defines)
 from .common import LAUNCH_BLOCK, blocks, get_kernel, template_names
 
-assert FRACTION_STEPS == 128, "snap_fraction below rounds to multiples of 1/128"
 
 SOURCE = cuda_defines(SAMPLE_WEIGHT_SCALE=SAMPLE_WEIGHT_SCALE,
-                      FRACTION_SAMPLES=FRACTION_SAMPLES) + r"""
+                      FRACTION_SAMPLES=FRACTION_SAMPLES,
+                      FRACTION_STEPS=np.float32(FRACTION_STEPS),
+                      FRACTION_STEP=FRACTION_STEP) + r"""
 __device__ __forceinline__ float quarter(float a, float b, float c, float d) {
     return 0.25f * ((a + b) + (c + d));
 }
@@ -401,10 +403,10 @@ extern "C" __global__ void obstacle_surface(const float* __restrict__ height,
     out[t] = use_top ? top : ground;
 }
 
-// below low 0, above high 1, else the nearest multiple of 1/128 (FRACTION_STEPS), at
-// least ``least`` (the reference's _snap: a * 128 exact, + 0.5 rounded once)
+// below low 0, above high 1, else the nearest multiple of FRACTION_STEP = 1/FRACTION_STEPS,
+// at least ``least`` (the reference's _snap: a * FRACTION_STEPS exact, + 0.5 rounded once)
 __device__ __forceinline__ float snap_fraction(float a, float low, float high, float least) {
-    return a < low ? 0.0f : (a > high ? 1.0f : fmaxf(floorf(a * 128.0f + 0.5f) * 0.0078125f, least));
+    return a < low ? 0.0f : (a > high ? 1.0f : fmaxf(floorf(a * FRACTION_STEPS + 0.5f) * FRACTION_STEP, least));
 }
 
 __device__ __forceinline__ float terrain_at(const float* __restrict__ height,
