@@ -686,6 +686,7 @@ def run_sweep(args, overrides) -> dict:
                                   for k, v in figures.items())
                       + f" | books: snowfall {books.get('snowfall_volume', 0):.4g}, in "
                       f"{books.get('inflow_volume', 0):.4g}, out {books.get('outflow_volume', 0):.4g},"
+                      f" suspended {books.get('suspended_volume', 0):.4g},"
                       f" unaccounted {books['unaccounted_relative'] or 0:.1e}", flush=True)
                 results.append({"kind": kind, "case": label, "wind": speed, "seed": seed,
                                 "figures": figures, "books": books,

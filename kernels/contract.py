@@ -35,12 +35,26 @@ STREAM_X, STREAM_Y, STREAM_Z, STREAM_PHASE = 4, 5, 6, 7
 STREAM_LIFT, STREAM_LIFT_HEIGHT = 8, 9
 STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z = 10, 11, 12
 STREAM_REENTRY = 13
+#: A respawning flake enters as a grain of blowing snow across the upwind edge (the draw
+#: against the suspension's inflow share, then the height bin it enters at).
+STREAM_INJECT, STREAM_INJECT_HEIGHT = 14, 15
 
 # --- flakes -------------------------------------------------------------------------------
 #: Bit of ``respawn_count`` set while a flake is a lifted blowing-snow grain (cleared when
 #: it settles and respawns); the count itself is the other 31 bits.
 BLOWING = np.uint32(0x80000000)
 COUNT_BITS = np.uint32(0x7FFFFFFF)
+#: Slots of the flakes' int32 ``grain_count`` (GRAIN_COUNT_SLOTS,) a step fills: the grains
+#: aloft after it, the grains that landed on the terrain (settled: BLOWING was set at the
+#: step's start), the fresh flakes lifted off the terrain on their first touch (BLOWING was
+#: clear; the deposit shares the snowfall among the fresh touches, kernels.reference.cover),
+#: the grains' net crossings of the suspension probe downwind, the flakes that respawned,
+#: and from PROBE_HEIGHTS on the downwind crossings' heights above the ground in PROBE_BINS
+#: bins of a wind cell (the last bin takes the rest). The next step's grains enter across
+#: the upwind edge at the probe's rate and heights (kernels.reference.flakes).
+GRAINS_ALOFT, GRAIN_LANDINGS, FRESH_LIFTS, PROBE_CROSSINGS, RESPAWNS = 0, 1, 2, 3, 4
+PROBE_HEIGHTS, PROBE_BINS = 5, 32
+GRAIN_COUNT_SLOTS = PROBE_HEIGHTS + PROBE_BINS
 #: sqrt(3): a uniform draw on [-sqrt(3), sqrt(3)] has unit variance.
 SQRT3 = F32(np.sqrt(3.0))
 OMEGA_MIN = F32(np.pi / 4.0)
@@ -258,7 +272,9 @@ class BlowingSnow(NamedTuple):
     steps (the lift's and the eddies' random counter); ``bubble_top`` (float32 (ny, nx) m or
     None): still air below it; eddies of ``eddy_scale`` (von Karman's constant, 0: none)
     with mixing length up to ``mixing_height`` m, nodes ``eddy_steps`` steps apart, u* at
-    least ``eddy_floor`` m/s."""
+    least ``eddy_floor`` m/s. With an open snowfield upwind, grains enter across the upwind
+    edge as they crossed the suspension probe ``probe_distance`` m inside it on the last
+    step (``previous_grain_count``, int32 (GRAIN_COUNT_SLOTS,); 0 m: none enter)."""
     surface_x: Optional[Any] = None
     surface_y: Optional[Any] = None
     ustar_per_speed: float = 0.0
@@ -273,6 +289,8 @@ class BlowingSnow(NamedTuple):
     eddy_steps: int = 24
     grain_speed: float = 0.0
     eddy_floor: float = 0.0
+    previous_grain_count: Optional[Any] = None
+    probe_distance: float = 0.0
 
 
 class Inflow(NamedTuple):
@@ -363,8 +381,9 @@ class FlakesKernels(Protocol):
                     inflow: Inflow = NO_INFLOW, grain_count=None):
         """One step of ``dt`` s of every flake: drag, gravity, spiral, wrap or open inflow,
         collisions (+1 in int32 ``hit_counts`` (ny, nx) per landing), respawns; with
-        ``blowing``, lifts and eddies, and int32 ``grain_count`` (1,) gains the grains
-        aloft."""
+        ``blowing``, lifts and eddies, and int32 ``grain_count`` (GRAIN_COUNT_SLOTS,) gains
+        the grains aloft, the grains settled on the terrain and the fresh flakes lifted off
+        it."""
 
     def cell_keys(self, pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):
         """Linear wind-cell index (k * ny + j) * nx + i of each flake (clamped), into uint32
@@ -583,11 +602,12 @@ class CoverKernels(Protocol):
 
     def deposit_hits(self, hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
                      weighted_total=None, ledger=None, next_ledger=None, nominal_units=0,
-                     next_grain_count=None):
+                     next_grain_count=None, landing_kinds=None, suspended_total=None):
         """Gather the footprints of this step's hits into ``snow_depth`` (surface nodes only)
         and zero ``next_hit_counts`` (int32, the buffer the flakes fill next step; must not
-        alias ``hit_counts``, which is left as is) and ``next_grain_count`` (int32 (1,), when
-        given)."""
+        alias ``hit_counts``, which is left as is) and ``next_grain_count`` (int32, when
+        given); with ``landing_kinds`` (the step's grain counts) the snowfall's sharers are
+        the fresh touches and ``suspended_total`` (int64 (1,)) books the grains' net."""
 
     def redistribute(self, height, has_surface, snow_depth, threshold, min_depth, fraction,
                      snow_out):

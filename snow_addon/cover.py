@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..kernels.contract import WEIGHT_UNITS
+from ..kernels.contract import GRAIN_COUNT_SLOTS, GRAINS_ALOFT, WEIGHT_UNITS
 from . import stages
 from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError
@@ -121,8 +121,13 @@ class SnowCover:
         self.weighted_total = xp.zeros(1, dtype=xp.int64)
         self.ledger = xp.zeros(2, dtype=xp.int64)
         self.spare_ledger = xp.zeros(2, dtype=xp.int64)
-        self.grain_count = xp.zeros(1, dtype=xp.int32)
-        self.spare_grain_count = xp.zeros(1, dtype=xp.int32)
+        #: the flakes' grain counts (kernels.contract.GRAINS_ALOFT ...), swapped as the hits
+        self.grain_count = xp.zeros(GRAIN_COUNT_SLOTS, dtype=xp.int32)
+        self.spare_grain_count = xp.zeros(GRAIN_COUNT_SLOTS, dtype=xp.int32)
+        #: with an open upwind fetch the snowfall is shared among the fresh flakes' touches
+        #: and settled grains add to it: their net deposit (units, as weighted_total)
+        self.shares_fresh_touches = settings.upwind_fetch != "wrap"
+        self.suspended_total = xp.zeros(1, dtype=xp.int64)
         self.timer = StageTimer(backend)  # the Simulation shares its own when profiling
 
     @staticmethod
@@ -141,7 +146,9 @@ class SnowCover:
             k.deposit_hits(self.hit_counts, self.deposit_scale, self.has_surface, self.snow_depth,
                            self.hit_total, self.spare_hit_counts, self.weighted_total,
                            self.ledger, self.spare_ledger, self.nominal_units(dt),
-                           self.spare_grain_count)
+                           self.spare_grain_count,
+                           self.grain_count if self.shares_fresh_touches else None,
+                           self.suspended_total if self.shares_fresh_touches else None)
             self.hit_counts, self.spare_hit_counts = self.spare_hit_counts, self.hit_counts
             self.ledger, self.spare_ledger = self.spare_ledger, self.ledger
             self.grain_count, self.spare_grain_count = self.spare_grain_count, self.grain_count
@@ -175,8 +182,17 @@ class SnowCover:
     def deposited_volume(self) -> float:
         """m^3 deposited since the start: the exact weighted hit total (each step's landings
         share that step's snowfall, so it lands at ``snowfall_rate``) times
-        ``volume_per_hit``."""
+        ``volume_per_hit``; with an open upwind fetch also the blowing snow's net deposit
+        (``suspended_volume``)."""
         units = int(self.backend.to_host(self.weighted_total)[0])
+        return units / WEIGHT_UNITS * self.volume_per_hit
+
+    def suspended_volume(self) -> float:
+        """m^3: the volume of the grains of blowing snow that settled on the terrain less
+        the snowfall fresh flakes took aloft from it (open upwind fetch; 0 with the wrap):
+        what the suspended drift brought in across the edges less what it took out, less
+        the snow still aloft."""
+        units = int(self.backend.to_host(self.suspended_total)[0])
         return units / WEIGHT_UNITS * self.volume_per_hit
 
     def snow_volume(self) -> float:
@@ -191,8 +207,9 @@ class SnowCover:
                 "hit_total": np.array(to_host(self.hit_total), copy=True),
                 "weighted_total": np.array(to_host(self.weighted_total), copy=True),
                 "ledger": np.array(to_host(self.ledger), copy=True),
+                "suspended_total": np.array(to_host(self.suspended_total), copy=True),
                 # the grains the last step counted (the other buffer is zeroed for the next)
-                "grains_aloft": np.array(to_host(self.spare_grain_count), copy=True)}
+                "grains_aloft": np.array(to_host(self.spare_grain_count), copy=True)[:1]}
 
     def load_state_dict(self, state) -> None:
         expected = {"snow_depth": (self.snow_depth.shape, np.float32),
@@ -207,7 +224,16 @@ class SnowCover:
                 raise SnowInputError("state", f"snow {name} has shape {array.shape} {array.dtype}, "
                                      f"expected {shape} {np.dtype(dtype)}",
                                      "a state saved with the same heightmap_resolution")
-        targets = {name: name for name in expected} | {"grains_aloft": "spare_grain_count"}
+        # a state saved before the blowing snow's books has none: nothing was booked
+        suspended = (np.asarray(state["suspended_total"]) if "suspended_total" in state
+                     else np.zeros(1, np.int64))
+        if suspended.shape != (1,) or suspended.dtype != np.int64:
+            raise SnowInputError("state", "the snow cover's 'suspended_total' must be int64 (1,)",
+                                 "a state saved by this version")
         for name in expected:
-            getattr(self, targets[name])[...] = self.backend.asarray(state[name])
+            if name != "grains_aloft":
+                getattr(self, name)[...] = self.backend.asarray(state[name])
+        self.suspended_total[...] = self.backend.asarray(suspended)
+        self.spare_grain_count[...] = 0
+        self.spare_grain_count[GRAINS_ALOFT:GRAINS_ALOFT + 1] = self.backend.asarray(state["grains_aloft"])
         self.grain_count[...] = 0

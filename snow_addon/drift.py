@@ -56,6 +56,10 @@ length, see kernels.reference.flakes; the random displacement model's spread, Wi
 Sawford 1996, without a random jump per frame)."""
 
 GRAIN_FALL_SPEED = 0.3
+#: With an open snowfield upwind, the suspended snow comes in across the upwind edge as it
+#: blows past a probe this many wind cells inside (at most a quarter of the domain along
+#: the wind): a zero-gradient inflow (kernels.reference.flakes._step_flat).
+SUSPENSION_PROBE_CELLS = 2.0
 """m/s: the terminal fall speed of lifted (blowing) snow. Wind breaks the crystals it
 lifts into grains of 50-100 um radius (Schmidt 1982), which settle at about 0.2-0.7 m/s
 (Pomeroy and Male 1992), not at the 1-2 m/s of falling flakes; with the surface layer's
@@ -212,12 +216,23 @@ class SnowDrift:
                                   self.wind_y, self.scour, speed, *self.heading)
         self.eddy_floor = np.float32(float(self.ustar_per_speed) * speed)
 
-    def blowing_snow(self, step_index: int) -> BlowingSnow:
+    def probe_distance(self) -> float:
+        """m from the upwind edge to the suspension probe (0: no suspended inflow, as with
+        the wrap or bare ground upwind)."""
+        if self.boundary != OPEN_SNOWFIELD:
+            return 0.0
+        length_x, length_y, _ = self.grid.size
+        along = length_x if abs(self.heading[0]) >= abs(self.heading[1]) else length_y
+        return min(SUSPENSION_PROBE_CELLS * self.grid.cell_size, 0.25 * along)
+
+    def blowing_snow(self, step_index: int, previous_grain_count=None) -> BlowingSnow:
         """The flakes kernels' blowing snow and surface layer's eddies at step
         ``step_index`` (see kernels.reference.flakes): landing flakes are lifted again where
         u* > u*_t, and every flake swirls with eddies that grow with u* and height, u* at
         least the open fetch's (the wind before gusts through the log law): behind an
-        obstacle the slowed surface wind would otherwise calm the eddies of its wake."""
+        obstacle the slowed surface wind would otherwise calm the eddies of its wake.
+        ``previous_grain_count``: the last step's grain counts (the suspension's inflow
+        with an open snowfield upwind, ``probe_distance``)."""
         return BlowingSnow(
             surface_x=self.wind_x, surface_y=self.wind_y,
             ustar_per_speed=self.ustar_per_speed, threshold=self.threshold,
@@ -226,7 +241,8 @@ class SnowDrift:
             step_index=np.uint32(step_index & 0xFFFFFFFF), bubble_top=self.bubble_top,
             eddy_scale=self.eddy_scale, mixing_height=np.float32(MIXING_HEIGHT),
             eddy_steps=self.eddy_steps, grain_speed=np.float32(GRAIN_FALL_SPEED),
-            eddy_floor=self.eddy_floor)
+            eddy_floor=self.eddy_floor, previous_grain_count=previous_grain_count,
+            probe_distance=np.float32(self.probe_distance()))
 
     def step(self, dt: float) -> None:
         """Move snow along the surface wind read by ``update_surface_wind`` for ``dt``

@@ -22,12 +22,6 @@ way the wind carries a flake while it falls (the slowest flake in the strongest 
 both ends of the domain along the wind: the spread of where flakes land around their
 targets (gusts, eddies, the slower air near the ground, the spawn layer's depth) then
 thins neither edge."""
-GRAIN_FETCH = 100.0
-"""m: with the drift on, the targets reach this much further upwind (at most the domain's
-length along the wind): flakes that land there, upwind of the terrain, are lifted and blow
-in as grains, the blowing snow an open snowfield carries (at 12-16 m/s the grains, with a
-Rouse number near 1, travel tens of metres: with the spread margin alone the first 20-60 m
-of the terrain held 0.45-0.9 of the snowfall, docs/drift.md "Open inflow")."""
 
 #: Per-flake state arrays (all 4 bytes per element), in the order the kernels take them.
 STATE_NAMES = ("pos_x", "pos_y", "pos_z", "vel_x", "vel_y", "vel_z", "phase", "respawn_count")
@@ -118,16 +112,7 @@ class FlakeSystem:
         longest = self.fall_height * peak_inflow_speed(self.settings, time) / float(self.vt_min)
         return Inflow(self.inflow_mode, np.float32(speed * math.cos(angle)),
                       np.float32(speed * math.sin(angle)), np.float32(self.fall_height),
-                      np.float32(INFLOW_MARGIN * longest),
-                      np.float32(self.grain_fetch(abs(math.cos(angle)) >= abs(math.sin(angle)))))
-
-    def grain_fetch(self, along_x: bool) -> float:
-        """m the flakes' targets reach further upwind with the drift on (GRAIN_FETCH, at
-        most the domain's length along the wind's axis); 0 with the drift off."""
-        if not self.settings.drift_enabled:
-            return 0.0
-        length_x, length_y, _ = self.grid.size
-        return min(GRAIN_FETCH, length_x if along_x else length_y)
+                      np.float32(INFLOW_MARGIN * longest))
 
     def initialize(self, wind, height, snow_depth) -> None:
         """Place the flakes (counter 0): XY uniform, z uniform between the ground and the
@@ -149,7 +134,8 @@ class FlakeSystem:
         (heightmap shape) at the nearest node. ``time`` (s) gives the wind before gusts that
         an open upwind fetch's flakes spawn upwind by (``inflow``). ``blowing``: the blowing
         snow and eddies (kernels.contract.BlowingSnow from SnowDrift.blowing_snow) or None;
-        int32 ``grain_count`` (1,) then gains the grains aloft."""
+        int32 ``grain_count`` (kernels.contract.GRAIN_COUNT_SLOTS,) then gains the grains
+        aloft, settled and lifted, and the suspension probe's counts."""
         if self.sort_interval > 0 and self.steps_since_sort >= self.sort_interval:
             self.sort_by_cell()
         self._measure_fall(height)

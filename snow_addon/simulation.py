@@ -46,7 +46,7 @@ class StepDiagnostics:
     hits: int = 0
     deposited_volume: float = 0.0
     """m^3 of snow brought onto the terrain since the start: snowfall_volume +
-    inflow_volume - outflow_volume."""
+    suspended_volume + inflow_volume - outflow_volume."""
     snow_volume: float = 0.0
     """m^3 of snow on the ground; the books balance as deposited_volume == snow_volume (to
     float32 rounding)."""
@@ -60,6 +60,11 @@ class StepDiagnostics:
     outflow_volume: float = 0.0
     """m^3 of drifting snow blown out across the open edges since the start (0 with
     upwind_fetch "wrap", or the drift off)."""
+    suspended_volume: float = 0.0
+    """m^3 of blowing snow in suspension (grains) settled on the terrain, less the snowfall
+    lifted off it as grains, since the start: what the suspension carried in across the
+    edges less what it carried out and what is still aloft (0 with upwind_fetch "wrap", or
+    the drift off). deposited_volume = snowfall + suspended + inflow - outflow."""
 
 
 @dataclass
@@ -206,7 +211,8 @@ class Simulation:
                 if self.drift is not None:
                     with timer.stage(stages.COVER):
                         self.drift.update_surface_wind(self.wind, self.time)
-                    blowing = self.drift.blowing_snow(self.step_index)
+                    blowing = self.drift.blowing_snow(self.step_index,
+                                                      self.cover.spare_grain_count)
                     grain_count = self.cover.grain_count
                 with timer.stage(stages.FLAKES):
                     self.flakes.step(self.wind, self.cover.height, self.cover.snow_depth,
@@ -275,11 +281,12 @@ class Simulation:
         grains = 0
         if self.drift is not None and self.step_index > 0:
             grains = int(self.backend.to_host(self.cover.spare_grain_count)[0])
-        snowfall = self.cover.deposited_volume()
+        landed = self.cover.deposited_volume()
+        suspended = self.cover.suspended_volume()
         inflow, outflow = (0.0, 0.0) if self.drift is None else self.drift.boundary_volumes()
         return StepDiagnostics(self.step_index, self.time, self._last_wind, hits,
-                               snowfall + inflow - outflow, self.cover.snow_volume(), grains,
-                               snowfall, inflow, outflow)
+                               landed + inflow - outflow, self.cover.snow_volume(), grains,
+                               landed - suspended, inflow, outflow, suspended)
 
     @property
     def stage_seconds(self) -> dict:

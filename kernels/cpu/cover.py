@@ -31,16 +31,17 @@ def _deposit(hit_counts, scale, has_surface, snow_depth, footprint, factor):
 
 def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
                  weighted_total=None, ledger=None, next_ledger=None, nominal_units=0,
-                 next_grain_count=None):
+                 next_grain_count=None, landing_kinds=None, suspended_total=None):
     """See kernels.reference.cover.deposit_hits."""
-    check_books(weighted_total, ledger, next_ledger)
+    check_books(weighted_total, ledger, next_ledger, landing_kinds, suspended_total)
     hits = int(hit_counts.sum(dtype=np.int64))
     hit_total[0] += hits
-    units, landings, owed = deposit_weight(hit_total, hits, ledger, nominal_units)
+    units, landings, owed, suspended = deposit_weight(hit_total, hits, ledger, nominal_units,
+                                                      landing_kinds)
     _deposit(hit_counts, scale, has_surface, snow_depth, FOOTPRINT,
              np.float32(np.float32(units) / np.float32(WEIGHT_UNITS)))
     book_deposit(units, landings, owed, hit_total, weighted_total, next_ledger, next_hit_counts,
-                 next_grain_count)
+                 next_grain_count, suspended, suspended_total)
 
 
 @numba.njit(inline="always", cache=True)

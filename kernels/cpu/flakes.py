@@ -11,13 +11,16 @@ from .sampling import sample_bilinear, sample_wind
 from .shares import SHARES, share
 
 # One home for the random streams and constants: the reference build defines them.
-from ..contract import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, OMEGA_MAX, OMEGA_MIN,
+from ..contract import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS, GRAIN_COUNT_SLOTS,
+                        GRAIN_LANDINGS, GRAINS_ALOFT, PROBE_BINS, PROBE_CROSSINGS,
+                        PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT, STREAM_INJECT_HEIGHT, OMEGA_MAX, OMEGA_MIN,
                         OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
                         STREAM_EDDY_Z, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
                         STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS, STREAM_REENTRY,
                         STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI,
                         OPEN_SNOWFIELD, BARE_GROUND)
 from ..contract import flake_kernels
+from ..reference.flakes import injection_share
 
 
 @numba.njit(inline="always", cache=True)
@@ -90,6 +93,58 @@ def _upwind_of(x, y, fall, vt, x0, y0, length_x, length_y, inflow_x, inflow_y, a
     if along_x:
         return x, _wrap(y, y0, length_y)
     return _wrap(x, x0, length_x), y
+
+
+@numba.njit(inline="always", cache=True)
+def _from_upwind_edge(coordinate, origin, length, ahead):
+    """See kernels.reference.flakes._from_upwind_edge (one coordinate)."""
+    if ahead > np.float32(0.0):
+        return np.float32(coordinate - origin)
+    return np.float32(np.float32(origin + length) - coordinate)
+
+
+@numba.njit(inline="always", cache=True)
+def _probe_bin(above, inv_h):
+    """See kernels.reference.flakes._probe_bin (one height)."""
+    value = np.float32(above * inv_h)
+    if value > np.float32(PROBE_BINS - 1):
+        return PROBE_BINS - 1
+    if value >= np.float32(0.0):
+        return int(math.floor(value))
+    return 0
+
+
+@numba.njit(cache=True)
+def _entry_point(seed, fid, counter, previous_grain_count, open_x, origin, length, ahead, dt,
+                 x0, y0, length_x, length_y, h, top, height, snow_depth, hx0, hy0, spacing):
+    """See kernels.reference.flakes._entry_point (one flake)."""
+    travel = np.float32(abs(ahead) * dt)
+    offset = np.float32(random_uniform(seed, fid, counter, STREAM_X) * travel)
+    if ahead > np.float32(0.0):
+        along = np.float32(origin + offset)
+    else:
+        along = np.float32(np.float32(origin + length) - offset)
+    if open_x:
+        x = along
+        y = np.float32(y0 + np.float32(random_uniform(seed, fid, counter, STREAM_Y) * length_y))
+    else:
+        y = along
+        x = np.float32(x0 + np.float32(random_uniform(seed, fid, counter, STREAM_Y) * length_x))
+    total = 0
+    for b in range(PROBE_BINS):
+        total += int(previous_grain_count[PROBE_HEIGHTS + b])
+    draw = random_uniform(seed, fid, counter, STREAM_INJECT_HEIGHT)
+    rank = int(math.floor(np.float32(draw * np.float32(total))))
+    chosen = 0
+    running = int(previous_grain_count[PROBE_HEIGHTS])
+    while chosen < PROBE_BINS - 1 and running <= rank:
+        chosen += 1
+        running += int(previous_grain_count[PROBE_HEIGHTS + chosen])
+    ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
+    lift = np.float32(np.float32(np.float32(chosen) + random_uniform(seed, fid, counter, STREAM_Z))
+                      * h)
+    z = min(np.float32(ground + lift), np.float32(top - np.float32(np.float32(0.5) * h)))
+    return x, y, z
 
 
 def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
@@ -225,9 +280,15 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
                inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
-               upwind_margin=0.0):
+               upwind_margin=0.0, previous_grain_count=None, probe_distance=0.0):
     """See kernels.reference.flakes._step_flat. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
+    ahead = inflow_y if abs(np.float32(inflow_x)) < abs(np.float32(inflow_y)) else inflow_x
+    probing = (int(inflow_mode) == OPEN_SNOWFIELD and np.float32(grain_speed) > 0
+               and np.float32(ahead) != 0 and grain_count is not None
+               and previous_grain_count is not None and np.float32(probe_distance) > 0)
+    # the host reads last step's counts (NumPy arrays here): the share is the reference's
+    injection = injection_share(previous_grain_count) if probing else np.float32(0.0)
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
     reentry = surface_x is not None
     if surface_x is None:
@@ -239,7 +300,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     count = flake_id.size
     hit_nodes = np.empty(count, np.int64)
     hits_in_chunk = np.zeros(chunks, np.int64)
-    grains_in_chunk = np.zeros(chunks, np.int64)
+    grains_in_chunk = np.zeros((chunks, GRAIN_COUNT_SLOTS), np.int64)
     _step_flakes(chunks, hit_nodes, hits_in_chunk, grains_in_chunk,
                  flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                  u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
@@ -251,7 +312,9 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                  np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count,
                  reentry, np.float32(eddy_floor), int(inflow_mode), np.float32(inflow_x),
                  np.float32(inflow_y), np.float32(fall_height), np.float32(margin),
-                 np.float32(upwind_margin))
+                 np.float32(upwind_margin), probing, np.float32(injection),
+                 np.float32(probe_distance),
+                 previous_grain_count if probing else _NO_COUNT)
     _gather_hits(hit_nodes, hits_in_chunk, hit_counts, grains_in_chunk,
                  _NO_COUNT if grain_count is None else grain_count)
 
@@ -264,10 +327,11 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                        ustar_per_speed, threshold, heading_x, heading_y, lift_strength,
                        step_index, shelter, bubble_top, eddy_scale, mixing_height, eddy_steps,
                        grain_speed, grain_count, reentry, eddy_floor, inflow_mode, inflow_x,
-                       inflow_y, fall_height, margin, upwind_margin):
+                       inflow_y, fall_height, margin, upwind_margin, probing, injection,
+                       probe_distance, previous_grain_count):
     """Chunk ``c`` of ``chunks`` of the flakes (see step_flakes): its hits' node indices
     go to ``hit_nodes`` from the chunk's first flake on, their count to ``hits_in_chunk[c]``,
-    its blowing grains' count to ``grains_in_chunk[c]``."""
+    its grain counts (kernels.contract.GRAINS_ALOFT ...) to ``grains_in_chunk[c]``."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = np.float32(cell_size)
@@ -285,6 +349,8 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
     opened = inflow_mode == OPEN_SNOWFIELD or inflow_mode == BARE_GROUND
     open_x = abs(inflow_x) >= abs(inflow_y)          # with an open fetch: its axis
     ahead = inflow_x if open_x else inflow_y
+    origin, length = (x0, length_x) if open_x else (y0, length_y)
+    inv_h = np.float32(one / h)
     count = flake_id.size
     begin = c * count // chunks
     end = (c + 1) * count // chunks
@@ -292,8 +358,9 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
     for n in range(begin, end):
         fid = flake_id[n]
         vt, radius, omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
+        was_grain = (respawn_count[n] & BLOWING) != 0
         fall = vt
-        if grains and (respawn_count[n] & BLOWING) != 0:
+        if grains and was_grain:
             fall = grain_speed
         x, y, z = pos_x[n], pos_y[n], pos_z[n]
         vx, vy, vz = vel_x[n], vel_y[n], vel_z[n]
@@ -381,9 +448,17 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                 oj = _nearest_node(pos_y[n], hy, inv_spacing, hny)
                 if np.float32(height[oj, oi] + snow_depth[oj, oi]) < surface:
                     ni, nj = oi, oj
+        if probing and was_grain:
+            old_s = _from_upwind_edge(pos_x[n] if open_x else pos_y[n], origin, length, ahead)
+            new_s = _from_upwind_edge(x if open_x else y, origin, length, ahead)
+            if old_s < probe_distance and new_s >= probe_distance:
+                grains_in_chunk[c, PROBE_CROSSINGS] += 1
+                grains_in_chunk[c, PROBE_HEIGHTS + _probe_bin(np.float32(z - ground), inv_h)] += 1
+            elif old_s >= probe_distance and new_s < probe_distance:
+                grains_in_chunk[c, PROBE_CROSSINGS] -= 1
         if hit and lift_strength > np.float32(0.0) and not (
                 shelter and ground < sample_bilinear(bubble_top, bx, by, h, x, y)) and not (
-                outside and inflow_mode == BARE_GROUND):
+                outside and opened):
             share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y,
                                ustar_per_speed, threshold, heading_x, heading_y,
                                lift_strength)
@@ -394,9 +469,13 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                 nvx, nvy, nvz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
                 if grains:
                     respawn_count[n] = np.uint32(respawn_count[n] | BLOWING)
+                    if not was_grain and not outside:
+                        grains_in_chunk[c, FRESH_LIFTS] += 1
         if hit and not outside:
             hit_nodes[begin + found] = nj * hnx + ni
             found += 1
+            if grains and was_grain:
+                grains_in_chunk[c, GRAIN_LANDINGS] += 1
         if hit or z < z0 or beyond:
             counter = np.uint32(np.uint32(respawn_count[n] & COUNT_BITS) + np.uint32(1))
             if opened:
@@ -408,14 +487,23 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                 x = np.float32(x0 + random_uniform(seed, fid, counter, STREAM_X) * length_x)
                 y = np.float32(y0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y)
             z = np.float32(np.float32(top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h)
+            fresh = True
+            if probing and random_uniform(seed, fid, counter, STREAM_INJECT) < injection:
+                fresh = False
+                x, y, z = _entry_point(seed, fid, counter, previous_grain_count, open_x,
+                                       origin, length, ahead, dt, x0, y0, length_x,
+                                       length_y, h, top, height, snow_depth, hx, hy, spacing)
+                counter = np.uint32(counter | BLOWING)
             wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
-            nvx, nvy, nvz = wind_x, wind_y, np.float32(wind_z - vt)
+            nvx, nvy, nvz = wind_x, wind_y, (np.float32(wind_z - vt) if fresh else wind_z)
             respawn_count[n] = counter
+            if grains:
+                grains_in_chunk[c, RESPAWNS] += 1
         pos_x[n], pos_y[n], pos_z[n] = x, y, z
         vel_x[n], vel_y[n], vel_z[n] = nvx, nvy, nvz
         phase[n] = new_phase
         if grains and (respawn_count[n] & BLOWING) != 0:
-            grains_in_chunk[c] += 1
+            grains_in_chunk[c, GRAINS_ALOFT] += 1
     hits_in_chunk[c] = found
 
 
@@ -427,12 +515,13 @@ def _step_flakes(chunks, *args):
 
 @numba.njit(cache=True, nogil=True)
 def _gather_hits(hit_nodes, hits_in_chunk, hit_counts, grains_in_chunk, grain_count):
-    """Add each chunk's hits to ``hit_counts`` and its blowing grains to ``grain_count``
+    """Add each chunk's hits to ``hit_counts`` and its grain counts to ``grain_count``
     (integer sums: the order does not matter)."""
     chunks = hits_in_chunk.size
     count = hit_nodes.size
     if grain_count.size > 0:
-        grain_count[0] += np.int32(grains_in_chunk.sum())
+        for slot in range(GRAIN_COUNT_SLOTS):
+            grain_count[slot] += np.int32(grains_in_chunk[:, slot].sum())
     flat_hits = hit_counts.reshape(-1)
     for c in range(chunks):
         begin = c * count // chunks

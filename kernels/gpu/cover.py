@@ -4,7 +4,8 @@ import functools
 
 import numpy as np
 
-from ..contract import FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS, cuda_defines
+from ..contract import (FOOTPRINT, FRESH_LIFTS, GRAIN_LANDINGS, MAX_LANDING_UNITS,
+                        WEIGHT_UNITS, cuda_defines)
 # the deposit's host-side books are the reference's own
 from ..reference.cover import check_books, deposit_scale  # noqa: F401
 from .common import compile_module
@@ -15,7 +16,8 @@ BLOCK = 256
 MAX_GRID_ROWS = 65535
 
 SOURCE = cuda_defines(BLOCK=BLOCK, WEIGHT_UNITS=np.int64(WEIGHT_UNITS),
-                      MAX_LANDING_UNITS=np.int64(MAX_LANDING_UNITS)) + r"""
+                      MAX_LANDING_UNITS=np.int64(MAX_LANDING_UNITS),
+                      GRAIN_LANDINGS=GRAIN_LANDINGS, FRESH_LIFTS=FRESH_LIFTS) + r"""
 __constant__ float FOOTPRINT[25] = {""" + ", ".join(repr(float(x)) + "f" for x in FOOTPRINT.ravel()) + r"""};
 
 // Add this step's hits to *hit_total: one integer atomic per block (a per-warp atomic on
@@ -40,32 +42,39 @@ extern "C" __global__ void __launch_bounds__(BLOCK) count_hits(const int* __rest
 // the flakes fill next step). With imposed, each hit weighs landing_units (kernels.reference
 // .cover) units: ledger = (units owed, hit_total at the last deposit) is read by every
 // thread, thread 0 of the first launch writes next_ledger and *weighted_total; else
-// WEIGHT_UNITS. That thread also zeroes *next_grain_count. Runs after count_hits. Grid:
-// (x blocks, ny rows).
+// WEIGHT_UNITS. With use_kinds the snowfall's sharers are the landings less the grains
+// that settled plus the fresh lifts (kinds[GRAIN_LANDINGS], kinds[FRESH_LIFTS]), and that
+// thread adds units * (settled - fresh lifts) to *suspended_total. It also zeroes the
+// grain_slots of next_grain_count. Runs after count_hits. Grid: (x blocks, ny rows).
 extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __restrict__ hit_counts,
         const float* __restrict__ scale, const bool* __restrict__ has_surface,
         float* __restrict__ snow_depth, const unsigned long long* __restrict__ hit_total,
         int* __restrict__ next_hit_counts, unsigned long long* __restrict__ weighted_total,
         const long long* __restrict__ ledger, long long* __restrict__ next_ledger,
-        long long nominal_units, int imposed, int* __restrict__ next_grain_count, int row0,
-        int nx, int ny) {
+        long long nominal_units, int imposed, int* __restrict__ next_grain_count,
+        int grain_slots, const int* __restrict__ kinds, int use_kinds,
+        long long* __restrict__ suspended_total, int row0, int nx, int ny) {
     long long units = WEIGHT_UNITS;
     if (imposed) {
         long long landings = (long long)hit_total[0] - ledger[1];
+        long long suspended = use_kinds
+            ? (long long)kinds[GRAIN_LANDINGS] - (long long)kinds[FRESH_LIFTS] : 0LL;
+        long long sharers = landings - suspended;
         long long total = ledger[0] + nominal_units;
         units = 0;
-        if (landings > 0) {
-            units = total / landings;
+        if (sharers > 0) {
+            units = total / sharers;
             if (units > MAX_LANDING_UNITS) units = MAX_LANDING_UNITS;
         }
         if (row0 == 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
-            next_ledger[0] = total - units * (landings > 0 ? landings : 0);
+            next_ledger[0] = total - units * (sharers > 0 ? sharers : 0);
             next_ledger[1] = (long long)hit_total[0];
             if (landings > 0) weighted_total[0] += (unsigned long long)(units * landings);
+            if (use_kinds) suspended_total[0] += units * suspended;
         }
     }
     if (row0 == 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
-        next_grain_count[0] = 0;
+        for (int slot = 0; slot < grain_slots; ++slot) next_grain_count[slot] = 0;
     const float factor = (float)units / (float)WEIGHT_UNITS;
     int i = blockIdx.x * BLOCK + threadIdx.x, j = row0 + blockIdx.y;
     if (i >= nx) return;
@@ -155,22 +164,27 @@ def _launch(name, shape, arguments, max_grid_rows):
 
 def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
                  weighted_total=None, ledger=None, next_ledger=None, nominal_units=0,
-                 next_grain_count=None, *, max_grid_rows=MAX_GRID_ROWS):
+                 next_grain_count=None, landing_kinds=None, suspended_total=None, *,
+                 max_grid_rows=MAX_GRID_ROWS):
     """See kernels.reference.cover.deposit_hits: two launches, the hit count then the
     deposit, which computes the landings' units on the device (no host read). Stand-ins
     for the buffers not given are never read or written, except next_hit_counts[0], which
     the kernel zeroes in place of ``next_grain_count`` (it zeroes it anyway).
     ``max_grid_rows`` (this build only, keyword-only): the most heightmap rows a launch
     takes; a taller heightmap is launched in bands of rows (the same bits)."""
-    check_books(weighted_total, ledger, next_ledger)
+    check_books(weighted_total, ledger, next_ledger, landing_kinds, suspended_total)
     imposed = ledger is not None
     if not imposed:
         ledger = next_ledger = weighted_total = hit_total
     _launch("count_hits", hit_counts.shape, (hit_counts, hit_total), max_grid_rows)
+    use_kinds = landing_kinds is not None
     _launch("deposit_hits", hit_counts.shape,
             (hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
              weighted_total, ledger, next_ledger, np.int64(nominal_units), np.int32(imposed),
-             next_hit_counts if next_grain_count is None else next_grain_count),
+             next_hit_counts if next_grain_count is None else next_grain_count,
+             np.int32(1 if next_grain_count is None else next_grain_count.size),
+             landing_kinds if use_kinds else hit_counts, np.int32(use_kinds),
+             suspended_total if use_kinds else ledger),
             max_grid_rows)
 
 

@@ -15,7 +15,10 @@ import functools
 
 import numpy as np
 
-from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS, OMEGA_MAX,
+from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS,
+                        GRAIN_LANDINGS, GRAINS_ALOFT, OMEGA_MAX, PROBE_BINS,
+                        PROBE_CROSSINGS, PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT,
+                        STREAM_INJECT_HEIGHT,
                         OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
                         STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z, STREAM_LIFT,
                         STREAM_LIFT_HEIGHT, STREAM_OMEGA, STREAM_OMEGA_SIGN, STREAM_PHASE,
@@ -37,12 +40,17 @@ _DEFINES = cuda_defines(
     OPEN_LIMIT=OPEN_LIMIT, OMEGA_MIN=OMEGA_MIN, OMEGA_MAX=OMEGA_MAX, TWO_PI=TWO_PI,
     SPAWN_MARGIN=SPAWN_MARGIN, CONSTANT_COUNTER=np.uint32(CONSTANT_COUNTER), BLOWING=BLOWING,
     COUNT_BITS=COUNT_BITS, SQRT3=SQRT3, OPEN_SNOWFIELD=OPEN_SNOWFIELD, BARE_GROUND=BARE_GROUND,
+    GRAINS_ALOFT=np.int32(GRAINS_ALOFT), GRAIN_LANDINGS=np.int32(GRAIN_LANDINGS),
+    FRESH_LIFTS=np.int32(FRESH_LIFTS), PROBE_CROSSINGS=np.int32(PROBE_CROSSINGS),
+    RESPAWNS=np.int32(RESPAWNS), PROBE_HEIGHTS=np.int32(PROBE_HEIGHTS),
+    PROBE_BINS=np.int32(PROBE_BINS),
     **{name: np.uint32(value) for name, value in (
         ("STREAM_TERMINAL_SPEED", STREAM_TERMINAL_SPEED), ("STREAM_RADIUS", STREAM_RADIUS),
         ("STREAM_OMEGA", STREAM_OMEGA), ("STREAM_OMEGA_SIGN", STREAM_OMEGA_SIGN),
         ("STREAM_X", STREAM_X), ("STREAM_Y", STREAM_Y), ("STREAM_Z", STREAM_Z),
         ("STREAM_PHASE", STREAM_PHASE), ("STREAM_LIFT", STREAM_LIFT),
-        ("STREAM_LIFT_HEIGHT", STREAM_LIFT_HEIGHT), ("STREAM_REENTRY", STREAM_REENTRY))})
+        ("STREAM_LIFT_HEIGHT", STREAM_LIFT_HEIGHT), ("STREAM_REENTRY", STREAM_REENTRY),
+        ("STREAM_INJECT", STREAM_INJECT), ("STREAM_INJECT_HEIGHT", STREAM_INJECT_HEIGHT))})
 
 _SOURCE_TEMPLATE = _DEFINES + r"""
 
@@ -117,6 +125,56 @@ __device__ __forceinline__ float2 target_xy(unsigned int seed, unsigned int fid,
     float low = y0 - before;
     float span = length_y + (before + after);
     return make_float2(x0 + rx * length_x, low + ry * span);
+}
+
+// distance (m) from the upwind edge along the open axis (reference _from_upwind_edge)
+__device__ __forceinline__ float from_upwind_edge(float c, float origin, float length, float ahead) {
+    return ahead > 0.0f ? c - origin : (origin + length) - c;
+}
+
+// PROBE_HEIGHTS bin of a height above the ground (reference _probe_bin)
+__device__ __forceinline__ int probe_bin(float above, float inv_h) {
+    float cells = floorf(above * inv_h);
+    return cells < 0.0f ? 0 : (cells > (float)(PROBE_BINS - 1) ? PROBE_BINS - 1 : (int)cells);
+}
+
+// last step's net probe crossings over its respawns, at most 1 (reference injection_share)
+__device__ __forceinline__ float injection_share(const int* __restrict__ previous) {
+    int crossings = previous[PROBE_CROSSINGS], respawned = previous[RESPAWNS];
+    if (crossings <= 0 || respawned <= 0) return 0.0f;
+    return fminf((float)crossings / (float)respawned, 1.0f);
+}
+
+// where a grain enters across the upwind edge (reference _entry_point)
+__device__ float3 entry_point(unsigned int seed, unsigned int fid, unsigned int counter,
+        const int* __restrict__ previous, bool open_x, float origin, float length, float ahead,
+        float dt, float x0, float y0, float length_x, float length_y, float h, float top,
+        const float* __restrict__ height, const float* __restrict__ snow, int hnx, int hny,
+        float hx0, float hy0, float spacing) {
+    float travel = fabsf(ahead) * dt;
+    float offset = random_uniform(seed, fid, counter, STREAM_X) * travel;
+    float along = ahead > 0.0f ? origin + offset : (origin + length) - offset;
+    float x, y;
+    if (open_x) {
+        x = along;
+        y = y0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y;
+    } else {
+        y = along;
+        x = x0 + random_uniform(seed, fid, counter, STREAM_Y) * length_x;
+    }
+    long long total = 0;
+    for (int b = 0; b < PROBE_BINS; ++b) total += previous[PROBE_HEIGHTS + b];
+    float draw = random_uniform(seed, fid, counter, STREAM_INJECT_HEIGHT);
+    long long rank = (long long)floorf(draw * (float)total);
+    int chosen = 0;
+    long long running = previous[PROBE_HEIGHTS];
+    while (chosen < PROBE_BINS - 1 && running <= rank) {
+        ++chosen;
+        running += previous[PROBE_HEIGHTS + chosen];
+    }
+    float ground = ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
+    float lift = ((float)chosen + random_uniform(seed, fid, counter, STREAM_Z)) * h;
+    return make_float3(x, y, fminf(ground + lift, top - 0.5f * h));
 }
 
 // (x, y) moved upwind by fall * inflow / vt, the crosswind coordinate wrapped (_upwind_of)
@@ -270,6 +328,7 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         unsigned int eddy_steps, float grain_speed, int* __restrict__ grain_count,
         int count_grains, int reentry, float eddy_floor, int inflow_mode, float inflow_x,
         float inflow_y, float fall_height, float margin, float upwind_margin,
+        const int* __restrict__ previous_grain_count, int probing, float probe_distance,
         float inv_h, float inv_spacing, unsigned int s0, unsigned int s1, unsigned int s2,
         unsigned int s3, unsigned int s10, unsigned int s11, unsigned int s12,
         unsigned int steps_magic, unsigned int steps_shift1, unsigned int steps_shift2,
@@ -303,7 +362,9 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     float omega = OMEGA_MIN + random_uniform_from(s2, fid, CONSTANT_COUNTER) * (OMEGA_MAX - OMEGA_MIN);
     if (random_uniform_from(s3, fid, CONSTANT_COUNTER) < 0.5f) omega = -omega;
     bool grains = grain_speed > 0.0f;
-    float fall = (grains && (respawns & BLOWING) != 0u) ? grain_speed : vt;
+    bool was_grain = (respawns & BLOWING) != 0u;
+    float fall = (grains && was_grain) ? grain_speed : vt;
+    bool fresh_lift = false;
     if (SHELTER && z < bubble_here) wind = make_float3(0.0f, 0.0f, 0.0f);
     if (EDDY) {
         float ustar = fmaxf(ustar_here, eddy_floor);
@@ -410,9 +471,23 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             }
         }
     }
+    float probe_origin = open_x ? wx0 : wy0, probe_length = open_x ? length_x : length_y;
+    float probe_ahead = open_x ? inflow_x : inflow_y;
+    if (probing && was_grain) {
+        // the suspension probe: grains' net crossings downwind and the crossings' heights
+        float old_s = from_upwind_edge(open_x ? x_start : y_start, probe_origin, probe_length,
+                                       probe_ahead);
+        float new_s = from_upwind_edge(open_x ? x : y, probe_origin, probe_length, probe_ahead);
+        if (old_s < probe_distance && new_s >= probe_distance) {
+            atomicAdd(grain_count + PROBE_CROSSINGS, 1);
+            atomicAdd(grain_count + PROBE_HEIGHTS + probe_bin(z - ground, inv_h), 1);
+        } else if (old_s >= probe_distance && new_s < probe_distance) {
+            atomicAdd(grain_count + PROBE_CROSSINGS, -1);
+        }
+    }
     if (hit && lift_strength > 0.0f
             && !(SHELTER && ground < bilinear_at<COMPACT>(bubble_top, nx, ny, bx, by, inv_h, x, y))
-            && !(outside && inflow_mode == BARE_GROUND)) {
+            && !(outside && opened)) {
         float share = lift_share(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
                                  ustar_per_speed, threshold, heading_x, heading_y, lift_strength);
         if (random_uniform(seed, fid, step_index, STREAM_LIFT) < share) {
@@ -421,9 +496,12 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             float3 lift_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
             nvx = lift_wind.x; nvy = lift_wind.y; nvz = lift_wind.z;
             if (grains) respawns = respawns | BLOWING;
+            fresh_lift = grains && !was_grain && !outside;
         }
     }
     if (hit && !outside) atomicAdd(hit_counts + (long long)nj * hnx + ni, 1);
+    bool grain_landing = hit && !outside && grains && was_grain;
+    bool respawned = false;
     if (hit || z < wz0 || beyond) {
         unsigned int counter = (respawns & COUNT_BITS) + 1u;
         float top = wz0 + (float)nz * h;
@@ -438,9 +516,22 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             y = wy0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y;
         }
         z = (top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h;
+        bool fresh = true;
+        if (probing && random_uniform(seed, fid, counter, STREAM_INJECT)
+                < injection_share(previous_grain_count)) {
+            // enters as a grain across the upwind edge, as grains crossed the probe
+            fresh = false;
+            float3 entry = entry_point(seed, fid, counter, previous_grain_count, open_x,
+                                       probe_origin, probe_length, probe_ahead, dt, wx0, wy0,
+                                       length_x, length_y, h, top, height, snow, hnx, hny,
+                                       hx0, hy0, spacing);
+            x = entry.x; y = entry.y; z = entry.z;
+            counter = counter | BLOWING;
+        }
         float3 spawn_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
-        nvx = spawn_wind.x; nvy = spawn_wind.y; nvz = spawn_wind.z - vt;
+        nvx = spawn_wind.x; nvy = spawn_wind.y; nvz = fresh ? spawn_wind.z - vt : spawn_wind.z;
         respawns = counter;
+        respawned = true;
     }
     respawn_count[n] = respawns;
     pos_x[n] = x; pos_y[n] = y; pos_z[n] = z;
@@ -450,8 +541,15 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         // one integer atomic per group of converged lanes (integer sums: any order)
         unsigned int active = __activemask();
         unsigned int votes = __ballot_sync(active, (respawns & BLOWING) != 0u);
-        if ((threadIdx.x & 31) == __ffs(active) - 1 && votes != 0u)
-            atomicAdd(grain_count, __popc(votes));
+        unsigned int settled = __ballot_sync(active, grain_landing);
+        unsigned int lifted = __ballot_sync(active, fresh_lift);
+        unsigned int renewed = __ballot_sync(active, respawned);
+        if ((threadIdx.x & 31) == __ffs(active) - 1) {
+            if (votes != 0u) atomicAdd(grain_count + GRAINS_ALOFT, __popc(votes));
+            if (renewed != 0u) atomicAdd(grain_count + RESPAWNS, __popc(renewed));
+            if (settled != 0u) atomicAdd(grain_count + GRAIN_LANDINGS, __popc(settled));
+            if (lifted != 0u) atomicAdd(grain_count + FRESH_LIFTS, __popc(lifted));
+        }
     }
 }
 
@@ -585,10 +683,14 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
                inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
-               upwind_margin=0.0):
+               upwind_margin=0.0, previous_grain_count=None, probe_distance=0.0):
     """See kernels.reference.flakes._step_flat (one fused kernel, instantiated for whether
     the eddies and the shelter are on and whether the grids allow compact indexing)."""
     reentry = surface_x is not None
+    ahead = inflow_y if abs(np.float32(inflow_x)) < abs(np.float32(inflow_y)) else inflow_x
+    probing = (int(inflow_mode) == OPEN_SNOWFIELD and np.float32(grain_speed) > 0
+               and np.float32(ahead) != 0 and grain_count is not None
+               and previous_grain_count is not None and np.float32(probe_distance) > 0)
     if surface_x is None:
         surface_x = surface_y = u          # never read: lift_strength and eddy_scale are 0
         lift_strength = eddy_scale = 0.0
@@ -619,6 +721,8 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                np.float32(eddy_floor), np.int32(inflow_mode), np.float32(inflow_x),
                np.float32(inflow_y), np.float32(fall_height), np.float32(margin),
                np.float32(upwind_margin),
+               hit_counts if previous_grain_count is None else previous_grain_count,
+               np.int32(probing), np.float32(probe_distance),
                # 1 / cell_size and 1 / spacing as the kernels' own float32 divisions give them
                np.float32(1.0) / cell_size, np.float32(1.0) / spacing)
             + _stream_hashes(int(seed) & 0xFFFFFFFF) + _divide_magic(steps))

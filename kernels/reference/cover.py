@@ -7,7 +7,8 @@ Redistribution writes into a second depth array (the caller swaps the two).
 import numpy as np
 
 # One home for the footprint and the deposit's units: kernels.contract.
-from ..contract import FOOTPRINT, MAX_LANDING_UNITS, WEIGHT_UNITS  # noqa: F401
+from ..contract import (FOOTPRINT, FRESH_LIFTS, GRAIN_LANDINGS, MAX_LANDING_UNITS,  # noqa: F401
+                        WEIGHT_UNITS)
 
 
 def deposit_scale(has_surface, volume_per_hit, node_area):
@@ -35,7 +36,10 @@ def landing_units(owed_units, nominal_units, landings):
     at most MAX_LANDING_UNITS; the remainder (and everything, when nothing landed) is owed
     on. So the snow lands at ``snowfall_rate`` however long the flakes stay aloft (eddies,
     blowing snow, updrafts), and where it lands is where the flakes land. The same integer
-    arithmetic on every backend."""
+    arithmetic on every backend.
+
+    With blowing-snow grains counted (``deposit_hits``' ``landing_kinds``) ``landings`` are
+    the snowfall's touches: the fresh flakes that landed or were lifted off the terrain."""
     total = int(owed_units) + int(nominal_units)
     landings = int(landings)
     if landings <= 0:
@@ -46,7 +50,7 @@ def landing_units(owed_units, nominal_units, landings):
 
 def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
                  weighted_total=None, ledger=None, next_ledger=None, nominal_units=0,
-                 next_grain_count=None):
+                 next_grain_count=None, landing_kinds=None, suspended_total=None):
     """Gather the footprints of this step's hits into ``snow_depth`` (surface nodes only)
     and zero ``next_hit_counts`` (int32, the buffer the flakes fill next step; must not
     alias ``hit_counts``, which is left as is) and ``next_grain_count`` (int32 (1,), when
@@ -57,11 +61,21 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
     (1/WEIGHT_UNITS of the volume ``scale`` was made for) and ``next_ledger`` receives the
     new pair (swapped buffers: every GPU thread reads the old one), and ``weighted_total``
     (int64 (1,)) gains hits times units. Without, each hit weighs WEIGHT_UNITS (a plain
-    deposit, no books beyond ``hit_total``)."""
-    check_books(weighted_total, ledger, next_ledger)
+    deposit, no books beyond ``hit_total``).
+
+    With ``landing_kinds`` (the step's int32 grain counts, kernels.contract.GRAIN_LANDINGS
+    and FRESH_LIFTS) the snowfall is shared among the fresh flakes' touches of the terrain
+    (landings of flakes that were not grains, plus fresh flakes lifted as grains), not
+    among all landings: a grain that settles is snow the wind brought (lifted here or blown
+    in from upwind), it weighs the step's units on top of the snowfall, and a flake lifted
+    on its first touch takes its share aloft. So an obstacle that traps the blowing snow
+    does not make the snowfall on its fetch lighter. ``suspended_total`` (int64 (1,))
+    gains units times (grains settled - fresh lifts): the blowing snow's net deposit."""
+    check_books(weighted_total, ledger, next_ledger, landing_kinds, suspended_total)
     hits = int(hit_counts.sum(dtype=np.int64))
     hit_total[0] += hits
-    units, landings, owed = deposit_weight(hit_total, hits, ledger, nominal_units)
+    units, landings, owed, suspended = deposit_weight(hit_total, hits, ledger, nominal_units,
+                                                      landing_kinds)
     factor = np.float32(np.float32(units) / np.float32(WEIGHT_UNITS))
     ny, nx = hit_counts.shape
     source = np.zeros((ny + 4, nx + 4), np.float32)
@@ -74,36 +88,46 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
                      ).astype(np.float32)
     snow_depth[...] = np.where(has_surface, snow_depth + added, snow_depth).astype(np.float32)
     book_deposit(units, landings, owed, hit_total, weighted_total, next_ledger, next_hit_counts,
-                 next_grain_count)
+                 next_grain_count, suspended, suspended_total)
 
 
-def check_books(weighted_total, ledger, next_ledger):
+def check_books(weighted_total, ledger, next_ledger, landing_kinds=None, suspended_total=None):
     """Raise ValueError unless ``ledger``, ``next_ledger`` and ``weighted_total`` are all
-    given (the imposed snowfall) or the two ledgers are both left out (a plain deposit)."""
+    given (the imposed snowfall) or the two ledgers are both left out (a plain deposit),
+    and ``landing_kinds`` comes with ``suspended_total`` and the ledgers (or is left out)."""
     if (ledger is None) != (next_ledger is None) or (ledger is not None and weighted_total is None):
         raise ValueError("deposit_hits takes ledger, next_ledger and weighted_total together")
+    if (landing_kinds is None) != (suspended_total is None) or (
+            landing_kinds is not None and ledger is None):
+        raise ValueError("deposit_hits takes landing_kinds and suspended_total together, "
+                         "with the ledgers")
 
 
-def deposit_weight(hit_total, hits, ledger, nominal_units):
-    """(units per hit, landings, units owed after) of ``deposit_hits`` once the hits are
-    in ``hit_total`` (host arrays)."""
+def deposit_weight(hit_total, hits, ledger, nominal_units, landing_kinds=None):
+    """(units per hit, landings, units owed after, grains settled - fresh lifts) of
+    ``deposit_hits`` once the hits are in ``hit_total`` (host arrays)."""
     if ledger is None:
-        return WEIGHT_UNITS, hits, 0
+        return WEIGHT_UNITS, hits, 0, 0
     landings = int(hit_total[0]) - int(ledger[1])
-    units, owed = landing_units(ledger[0], nominal_units, landings)
-    return units, landings, owed
+    suspended = 0
+    if landing_kinds is not None:
+        suspended = int(landing_kinds[GRAIN_LANDINGS]) - int(landing_kinds[FRESH_LIFTS])
+    units, owed = landing_units(ledger[0], nominal_units, landings - suspended)
+    return units, landings, owed, suspended
 
 
 def book_deposit(units, landings, owed, hit_total, weighted_total, next_ledger, next_hit_counts,
-                 next_grain_count):
+                 next_grain_count, suspended=0, suspended_total=None):
     """The books of ``deposit_hits`` (host arrays) and the zeroed buffers."""
     if next_ledger is not None:
         weighted_total[0] += np.int64(units) * np.int64(max(landings, 0))
         next_ledger[0] = np.int64(owed)
         next_ledger[1] = hit_total[0]
+        if suspended_total is not None:
+            suspended_total[0] += np.int64(units) * np.int64(suspended)
     next_hit_counts[...] = 0
     if next_grain_count is not None:
-        next_grain_count[0] = 0
+        next_grain_count[...] = 0
 
 
 def redistribute(height, has_surface, snow_depth, threshold, min_depth, fraction, snow_out):

@@ -46,6 +46,9 @@ from .sampling import sample_bilinear, sample_wind
 
 # One home for the streams and constants: kernels.contract.
 from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS,  # noqa: F401
+                        FRESH_LIFTS, GRAIN_LANDINGS, GRAINS_ALOFT, PROBE_BINS,
+                        PROBE_CROSSINGS, PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT,
+                        STREAM_INJECT_HEIGHT,
                         OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
                         STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z, STREAM_LIFT,
                         STREAM_LIFT_HEIGHT, STREAM_OMEGA, STREAM_OMEGA_SIGN, STREAM_PHASE,
@@ -247,7 +250,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
                inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
-               upwind_margin=0.0):
+               upwind_margin=0.0, previous_grain_count=None, probe_distance=0.0):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
     ``hit_counts[ny, nx]`` at the nearest node, or at the foot of a wall it struck, then
@@ -261,8 +264,9 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     u* at least ``eddy_floor`` m/s (the open fetch's: a wake is no calmer than the fetch
     upwind of its obstacle). With ``grain_speed`` > 0 (m/s) lifted flakes fall at it until
     they settle, and
-    ``grain_count`` (int32 (1,), when given) gains the number of grains aloft after the
-    step (StepDiagnostics.grains_aloft).
+    ``grain_count`` (int32 (GRAIN_COUNT_SLOTS,), when given) gains the number of grains
+    aloft after the step (StepDiagnostics.grains_aloft), of grains that settled on the
+    terrain and of fresh flakes lifted off it (kernels.contract.GRAINS_ALOFT ...).
 
     With ``inflow_mode`` OPEN_SNOWFIELD or BARE_GROUND the domain is a piece of an open
     landscape along the wind's axis (x when |inflow_x| >= |inflow_y|; across it the flakes
@@ -275,7 +279,19 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     the axis and ``upwind_margin`` m more upwind) moved upwind by ``fall_height`` * (inflow_x, inflow_y) / Vt (m; ``inflow``
     the wind before gusts, m/s, ``fall_height`` the mean fall from the spawn layer to the
     ground), so that the snowfall lands on every part of the terrain, its upwind edge
-    too, as from the sky over an endless snowfield."""
+    too, as from the sky over an endless snowfield.
+
+    With OPEN_SNOWFIELD, grains, ``grain_count`` and ``previous_grain_count`` (the last
+    step's counts) and ``probe_distance`` > 0 (m), the suspended snow comes in across the
+    upwind edge as it blows past a probe that far inside (a zero-gradient inflow: the fetch
+    upwind is an open snowfield in equilibrium): the grains' net crossings of the probe
+    downwind and the crossings' heights above the ground are counted (PROBE_CROSSINGS,
+    PROBE_HEIGHTS), and each respawning flake enters instead as a grain across the upwind
+    edge with probability ``injection_share`` (last step's crossings over its respawns), at
+    a random crosswind place, up to a step's travel of the inflow wind inside, at a height
+    above the ground drawn from last step's crossings' heights (``injection_bin``), with the
+    wind's velocity. Landings outside the domain are then never lifted: the open
+    snowfield's blowing snow is what the probe lets in."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = f32(cell_size)
@@ -283,9 +299,10 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     one, half = f32(1.0), f32(0.5)
     vt, radius, omega = flake_constants(seed, flake_id, vt_min, vt_max, spiral_radius)
     grains = f32(grain_speed) > f32(0.0)
+    was_grain = (respawn_count & BLOWING) != 0
     fall = vt
     if grains:
-        fall = np.where((respawn_count & BLOWING) != 0, f32(grain_speed), vt).astype(np.float32)
+        fall = np.where(was_grain, f32(grain_speed), vt).astype(np.float32)
 
     x, y, z = pos_x.copy(), pos_y.copy(), pos_z.copy()
     vx, vy, vz = vel_x.copy(), vel_y.copy(), vel_z.copy()
@@ -376,6 +393,20 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     foot = (~(out_x | out_y) & ((surface - z).astype(np.float32) > f32(spacing))
             & ((height[oj, oi] + snow_depth[oj, oi]).astype(np.float32) < surface))
     ni, nj = np.where(foot, oi, ni), np.where(foot, oj, nj)
+    probing = (opened and int(inflow_mode) == OPEN_SNOWFIELD and grains and f32(ahead) != f32(0.0)
+               and grain_count is not None and previous_grain_count is not None
+               and f32(probe_distance) > f32(0.0))
+    if probing:
+        along_x = abs(f32(inflow_x)) >= abs(f32(inflow_y))
+        origin, length = (f32(wx0), length_x) if along_x else (f32(wy0), length_y)
+        old_s = _from_upwind_edge(pos_x if along_x else pos_y, origin, length, ahead)
+        new_s = _from_upwind_edge(x if along_x else y, origin, length, ahead)
+        probe = f32(probe_distance)
+        down = was_grain & (old_s < probe) & (new_s >= probe)
+        up = was_grain & (old_s >= probe) & (new_s < probe)
+        grain_count[PROBE_CROSSINGS] += np.int32(np.count_nonzero(down) - np.count_nonzero(up))
+        bins = _probe_bin((z - ground).astype(np.float32), one / h)
+        np.add.at(grain_count, PROBE_HEIGHTS + bins[down], 1)
     if f32(lift_strength) > f32(0.0):
         counter = np.uint32(step_index)
         share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed,
@@ -383,8 +414,8 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
         lifted = hit & (random_uniform(seed, flake_id, counter, STREAM_LIFT) < share)
         if bubble_top is not None:
             lifted &= ground >= _bubble_top(bubble_top, wx0, wy0, cell_size, x, y)
-        if int(inflow_mode) == BARE_GROUND:
-            lifted &= ~outside             # no blowing snow upwind of the terrain
+        if opened:
+            lifted &= ~outside             # upwind blowing snow enters at the probe's rate
         if np.any(lifted):
             lz = (ground[lifted] + random_uniform(seed, flake_id[lifted], counter,
                                                   STREAM_LIFT_HEIGHT) * h).astype(np.float32)
@@ -395,8 +426,13 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
             if grains:
                 respawn_count[lifted] |= BLOWING
         hit = hit & ~lifted
+    else:
+        lifted = np.zeros(x.shape, bool)
     landed = hit & ~outside                # a landing outside the domain is no hit
     np.add.at(hit_counts, (nj[landed], ni[landed]), 1)
+    if grains and grain_count is not None:
+        grain_count[GRAIN_LANDINGS] += np.int32(np.count_nonzero(landed & was_grain))
+        grain_count[FRESH_LIFTS] += np.int32(np.count_nonzero(lifted & ~was_grain & ~outside))
     respawn = hit | (z < f32(wz0)) | beyond
 
     pos_x[:], pos_y[:], pos_z[:] = x, y, z
@@ -416,12 +452,90 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
         top = f32(f32(wz0) + f32(nz) * h)
         sz = ((top - h) + random_uniform(seed, ids, counter, STREAM_Z) * h).astype(np.float32)
         swx, swy, swz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, sx, sy, sz)
+        swz = (swz - vt[respawn]).astype(np.float32)
+        if probing:
+            share = injection_share(previous_grain_count)
+            enter = random_uniform(seed, ids, counter, STREAM_INJECT) < share
+            if np.any(enter):
+                ex, ey, ez = _entry_point(seed, ids[enter], counter[enter], previous_grain_count,
+                                          along_x, origin, length, ahead, dt, wx0, wy0,
+                                          length_x, length_y, h, top, height, snow_depth, hx0,
+                                          hy0, spacing)
+                sx[enter], sy[enter], sz[enter] = ex, ey, ez
+                swx[enter], swy[enter], swz[enter] = sample_wind(u, v, w, wx0, wy0, wz0,
+                                                                 cell_size, ex, ey, ez)
+                counter[enter] |= BLOWING
         pos_x[respawn], pos_y[respawn], pos_z[respawn] = sx, sy, sz
         vel_x[respawn], vel_y[respawn] = swx, swy
-        vel_z[respawn] = swz - vt[respawn]
+        vel_z[respawn] = swz
         respawn_count[respawn] = counter
     if grains and grain_count is not None:
-        grain_count[0] += np.int32(np.count_nonzero(respawn_count & BLOWING))
+        grain_count[GRAINS_ALOFT] += np.int32(np.count_nonzero(respawn_count & BLOWING))
+        grain_count[RESPAWNS] += np.int32(np.count_nonzero(respawn))
+
+
+def _from_upwind_edge(coordinate, origin, length, ahead):
+    """Distance (m, float32) of ``coordinate`` from the domain's upwind edge along the open
+    axis (``origin``, ``length``: that axis' start and length; ``ahead`` the wind along it)."""
+    if f32(ahead) > f32(0.0):
+        return (coordinate - f32(origin)).astype(np.float32)
+    return (f32(f32(origin) + f32(length)) - coordinate).astype(np.float32)
+
+
+def _probe_bin(above, inv_h):
+    """PROBE_HEIGHTS bin (int64) of heights ``above`` the ground (m): whole wind cells
+    (``inv_h`` = 1 / cell size), below the ground in the first bin, the rest in the last."""
+    cells = np.floor((above * f32(inv_h)).astype(np.float32))
+    cells = np.where(cells > PROBE_BINS - 1, PROBE_BINS - 1, cells)
+    return np.where(cells >= 0, cells, 0).astype(np.int64)      # NaN in the first bin
+
+
+def injection_share(previous_grain_count):
+    """float32 chance that a respawning flake enters as a grain across the upwind edge:
+    last step's net probe crossings over its respawns (0 when either is not positive, at
+    most 1)."""
+    crossings = int(previous_grain_count[PROBE_CROSSINGS])
+    respawns = int(previous_grain_count[RESPAWNS])
+    if crossings <= 0 or respawns <= 0:
+        return f32(0.0)
+    return min(f32(f32(crossings) / f32(respawns)), f32(1.0))
+
+
+def injection_bin(draw, previous_grain_count):
+    """Height bin (int64, as ``_probe_bin``) of entering grains for uniform ``draw`` in
+    [0, 1): the first bin whose running sum of last step's crossings exceeds
+    floor(draw * their total) (float32), else the last."""
+    histogram = np.asarray(previous_grain_count[PROBE_HEIGHTS:PROBE_HEIGHTS + PROBE_BINS],
+                           np.int64)
+    total = int(histogram.sum())
+    rank = np.floor((draw * f32(total)).astype(np.float32)).astype(np.int64)
+    bins = np.searchsorted(np.cumsum(histogram), rank, side="right")
+    return np.minimum(bins, PROBE_BINS - 1).astype(np.int64)
+
+
+def _entry_point(seed, ids, counter, previous_grain_count, along_x, origin, length, ahead,
+                 dt, wx0, wy0, length_x, length_y, h, top, height, snow_depth, hx0, hy0,
+                 spacing):
+    """(x, y, z) float32 where grains enter across the upwind edge (see _step_flat)."""
+    travel = f32(abs(f32(ahead)) * f32(dt))
+    offset = (random_uniform(seed, ids, counter, STREAM_X) * travel).astype(np.float32)
+    if f32(ahead) > f32(0.0):
+        along = (f32(origin) + offset).astype(np.float32)
+    else:
+        along = (f32(f32(origin) + f32(length)) - offset).astype(np.float32)
+    if along_x:
+        x = along
+        y = (f32(wy0) + random_uniform(seed, ids, counter, STREAM_Y) * f32(length_y)).astype(np.float32)
+    else:
+        y = along
+        x = (f32(wx0) + random_uniform(seed, ids, counter, STREAM_Y) * f32(length_x)).astype(np.float32)
+    bins = injection_bin(random_uniform(seed, ids, counter, STREAM_INJECT_HEIGHT),
+                         previous_grain_count)
+    ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
+    z = (ground + ((bins.astype(np.float32) + random_uniform(seed, ids, counter, STREAM_Z))
+                   .astype(np.float32) * f32(h)).astype(np.float32)).astype(np.float32)
+    z = np.minimum(z, f32(f32(top) - f32(f32(0.5) * f32(h)))).astype(np.float32)
+    return x, y, z
 
 
 def _wrap(coordinate, origin, length):

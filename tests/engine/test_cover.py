@@ -218,6 +218,63 @@ def test_imposed_deposit_shares_out_steps_without_landings_and_caps(backend, max
     assert books[-1][0] + books[-1][1] == len(counts) * nominal       # all of it, in the end
 
 
+@pytest.mark.parametrize("backend, max_grid_rows", _BOOKS_BUILDS, indirect=["backend"])
+def test_settled_grains_add_to_the_snowfall_instead_of_thinning_it(backend, max_grid_rows):
+    """With the step's grain counts the snowfall is shared among the fresh touches (fresh
+    landings plus fresh flakes lifted as grains), not among all landings: grains that
+    settle (blown in, or lifted earlier) weigh the same units on top, so a trap that
+    catches blowing snow leaves each fresh landing its weight. The books: the snowfall
+    (weighted - suspended) is the nominal, suspended = units x (settled - lifted), the
+    same on every build."""
+    kernels, xp, bands = backend.kernel_module("cover"), backend.xp, _bands(backend, max_grid_rows)
+    shape = (40, 60)
+    surface = np.ones(shape, bool)
+    scale = ref_cover.deposit_scale(surface, 0.01, 0.25)
+    nominal = 100 * ref_cover.WEIGHT_UNITS
+    rng = np.random.default_rng(4)
+    # (landings, settled grains among them, fresh lifts): fresh touches 100 every step
+    steps = [(100, 0, 0), (150, 50, 0), (80, 0, 20), (130, 60, 30)]
+    step_hits = []
+    for landings, _settled, _lifted in steps:
+        hits = np.zeros(shape, np.int32)
+        np.add.at(hits.ravel(), rng.integers(0, hits.size, landings), 1)
+        step_hits.append(hits)
+    results = []
+    for module, xp_, host, options in ((ref_cover, np, np.asarray, {}),
+                                       (kernels, xp, backend.to_host, bands)):
+        depth, total = xp_.zeros(shape, xp_.float32), xp_.zeros(1, xp_.int64)
+        weighted, suspended = xp_.zeros(1, xp_.int64), xp_.zeros(1, xp_.int64)
+        ledger, spare = xp_.zeros(2, xp_.int64), xp_.zeros(2, xp_.int64)
+        counts, next_counts = xp_.zeros(3, xp_.int32), xp_.ones(3, xp_.int32)
+        books = []
+        for (landings, settled, lifted), hits in zip(steps, step_hits):
+            counts[...] = xp_.asarray(np.array([7, settled, lifted], np.int32))
+            next_counts[...] = 1
+            module.deposit_hits(xp_.asarray(hits), xp_.asarray(scale), xp_.asarray(surface),
+                                depth, total, xp_.zeros(shape, xp_.int32), weighted, ledger,
+                                spare, nominal, next_counts, counts, suspended, **options)
+            assert [int(c) for c in host(next_counts)] == [0, 0, 0]
+            ledger, spare = spare, ledger
+            books.append((int(weighted[0]), int(suspended[0]), int(ledger[0])))
+        results.append((host(depth), books))
+    assert results[1][1] == results[0][1]
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6, atol=1e-7)
+    units = ref_cover.WEIGHT_UNITS                      # nominal / 100 fresh touches, exactly
+    expected_weighted = expected_suspended = 0
+    for (landings, settled, lifted), (weighted, suspended, owed) in zip(steps, results[0][1]):
+        expected_weighted += units * landings
+        expected_suspended += units * (settled - lifted)
+        assert (weighted, suspended, owed) == (expected_weighted, expected_suspended, 0)
+    # every step's snowfall landed in full: weighted - suspended = the nominal per step
+    assert results[0][1][-1][0] - results[0][1][-1][1] == len(steps) * nominal
+    with pytest.raises(ValueError, match="together"):       # half the grains' books
+        kernels.deposit_hits(xp.zeros(shape, xp.int32), xp.asarray(scale), xp.asarray(surface),
+                             xp.zeros(shape, xp.float32), xp.zeros(1, xp.int64),
+                             xp.zeros(shape, xp.int32), xp.zeros(1, xp.int64),
+                             xp.zeros(2, xp.int64), xp.zeros(2, xp.int64), nominal,
+                             xp.zeros(3, xp.int32), xp.zeros(3, xp.int32), None, **bands)
+
+
 def test_redistribution_conserves_and_never_goes_negative():
     height, surface, depth, _ = random_cover_input(5)
     before = depth.sum(dtype=np.float64)

@@ -5,8 +5,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from snowfall.kernels.contract import (NO_INFLOW, BlowingSnow, FlakeLaw, FlakeState, Ground,
-                                       Inflow, WindField)
+from snowfall.kernels.contract import (FRESH_LIFTS, GRAIN_COUNT_SLOTS, GRAINS_ALOFT, NO_INFLOW,
+                                       BlowingSnow, FlakeLaw, FlakeState, Ground, Inflow,
+                                       WindField)
 from snowfall.kernels.cpu import flakes as cpu_flakes
 from snowfall.kernels.reference import flakes as ref_flakes
 from snowfall.snow_addon.backend import select_backend
@@ -436,7 +437,8 @@ def on_backend(backend, value):
 
 def run_both(backend, flake_id, state, wind, height, snow, steps, seed, lift=None):
     """``steps`` steps of the reference and of ``backend``'s build from the same input:
-    [(state, hits, grains aloft)] (host arrays) for the reference, then the build."""
+    [(state, hits, grain counts)] (host arrays; the counts a tuple: aloft, settled on the
+    terrain, fresh lifts) for the reference, then the build."""
     outputs = []
     for module, where in ((ref_flakes, select_backend("numpy")),
                           (backend.kernel_module("flakes"), backend)):
@@ -444,14 +446,15 @@ def run_both(backend, flake_id, state, wind, height, snow, steps, seed, lift=Non
         hits = on_backend(where, np.zeros(HEIGHTMAP.shape, np.int32))
         extra = on_backend(where, dict(lift or {}))
         if lift is not None:
-            extra["grain_count"] = on_backend(where, np.zeros(1, np.int32))
+            extra["grain_count"] = on_backend(where, np.zeros(GRAIN_COUNT_SLOTS, np.int32))
         for step in range(steps):
             if lift is not None:
                 extra["step_index"] = 40 + step
             run_kernel(module, on_backend(where, flake_id), s, on_backend(where, wind),
                        on_backend(where, height), on_backend(where, snow), hits, seed=seed,
                        **extra)
-        grains = int(where.to_host(extra["grain_count"])[0]) if lift is not None else 0
+        grains = (tuple(int(c) for c in where.to_host(extra["grain_count"]))
+                  if lift is not None else (0, 0, 0))
         outputs.append(([np.asarray(where.to_host(a)) for a in s],
                         np.asarray(where.to_host(hits)), grains))
     return outputs
@@ -494,7 +497,8 @@ def test_step_with_blowing_snow_and_shelter_matches_reference(backend, seed, edd
     lift["grain_speed"] = grains
     (ref_state, ref_hits, ref_grains), (cpu_state, cpu_hits, cpu_grains) = run_both(
         backend, flake_id, state, wind, height, snow, 5, seed + 9, lift)
-    assert ref_grains == cpu_grains and (ref_grains > 0) == (grains > 0)
+    assert ref_grains == cpu_grains and (ref_grains[GRAINS_ALOFT] > 0) == (grains > 0)
+    assert (ref_grains[FRESH_LIFTS] > 0) == (grains > 0)
     np.testing.assert_array_equal(cpu_state[7], ref_state[7])
     np.testing.assert_array_equal(cpu_hits, ref_hits)
     for got, expected in zip(cpu_state[:7], ref_state[:7]):
