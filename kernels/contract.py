@@ -43,12 +43,20 @@ STREAM_INJECT, STREAM_INJECT_HEIGHT = 14, 15
 #: Bit of ``respawn_count`` set while a flake is a lifted blowing-snow grain (cleared when
 #: it settles and respawns); the count itself is the other 31 bits.
 BLOWING = np.uint32(0x80000000)
-COUNT_BITS = np.uint32(0x7FFFFFFF)
+#: A grain that entered across the upwind edge may stand for 2^k grains (k in these bits
+#: of ``respawn_count``, 0 otherwise): its landing counts 2^k hits and its probe crossing
+#: 2^k, so the suspension of a strong wind takes at most half of the respawning flakes
+#: (kernels.reference.flakes.injection_share).
+GRAIN_WEIGHT_SHIFT = 28
+GRAIN_WEIGHT_BITS = np.uint32(0x70000000)
+MAX_GRAIN_WEIGHT_EXPONENT = 7
+COUNT_BITS = np.uint32(0x0FFFFFFF)
 #: Slots of the flakes' int32 ``grain_count`` (GRAIN_COUNT_SLOTS,) a step fills: the grains
 #: aloft after it, the grains that landed on the terrain (settled: BLOWING was set at the
 #: step's start), the fresh flakes lifted off the terrain on their first touch (BLOWING was
 #: clear; the deposit shares the snowfall among the fresh touches, kernels.reference.cover),
-#: the grains' net crossings of the suspension probe downwind, the flakes that respawned,
+#: the grains' net crossings of the suspension probe downwind, the flakes that respawned
+#: (the settled grains and the crossings weighted as GRAIN_WEIGHT_BITS say),
 #: and from PROBE_HEIGHTS on the downwind crossings' heights above the ground in PROBE_BINS
 #: bins of a wind cell (the last bin takes the rest). The next step's grains enter across
 #: the upwind edge at the probe's rate and heights (kernels.reference.flakes).
@@ -211,7 +219,8 @@ def cuda_defines(**values) -> str:
 class FlakeState(NamedTuple):
     """Every flake's state, struct of arrays of shape (N,), updated in place: uint32
     ``flake_id`` (the flake stored at each index), float32 positions (m), velocities (m/s)
-    and spiral ``phase`` (rad), uint32 ``respawn_count`` (BLOWING bit + COUNT_BITS)."""
+    and spiral ``phase`` (rad), uint32 ``respawn_count`` (BLOWING bit + GRAIN_WEIGHT_BITS +
+    COUNT_BITS)."""
     flake_id: Any
     pos_x: Any
     pos_y: Any

@@ -12,7 +12,8 @@ from .shares import SHARES, share
 
 # One home for the random streams and constants: the reference build defines them.
 from ..contract import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS, GRAIN_COUNT_SLOTS,
-                        GRAIN_LANDINGS, GRAINS_ALOFT, PROBE_BINS, PROBE_CROSSINGS,
+                        GRAIN_LANDINGS, GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT,
+                        PROBE_BINS, PROBE_CROSSINGS,
                         PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT, STREAM_INJECT_HEIGHT, OMEGA_MAX, OMEGA_MIN,
                         OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
                         STREAM_EDDY_Z, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
@@ -288,7 +289,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                and np.float32(ahead) != 0 and grain_count is not None
                and previous_grain_count is not None and np.float32(probe_distance) > 0)
     # the host reads last step's counts (NumPy arrays here): the share is the reference's
-    injection = injection_share(previous_grain_count) if probing else np.float32(0.0)
+    injection, exponent = injection_share(previous_grain_count) if probing else (np.float32(0.0), 0)
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
     reentry = surface_x is not None
     if surface_x is None:
@@ -312,7 +313,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                  np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count,
                  reentry, np.float32(eddy_floor), int(inflow_mode), np.float32(inflow_x),
                  np.float32(inflow_y), np.float32(fall_height), np.float32(margin),
-                 np.float32(upwind_margin), probing, np.float32(injection),
+                 np.float32(upwind_margin), probing, np.float32(injection), np.uint32(exponent),
                  np.float32(probe_distance),
                  previous_grain_count if probing else _NO_COUNT)
     _gather_hits(hit_nodes, hits_in_chunk, hit_counts, grains_in_chunk,
@@ -327,10 +328,11 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                        ustar_per_speed, threshold, heading_x, heading_y, lift_strength,
                        step_index, shelter, bubble_top, eddy_scale, mixing_height, eddy_steps,
                        grain_speed, grain_count, reentry, eddy_floor, inflow_mode, inflow_x,
-                       inflow_y, fall_height, margin, upwind_margin, probing, injection,
+                       inflow_y, fall_height, margin, upwind_margin, probing, injection, exponent,
                        probe_distance, previous_grain_count):
     """Chunk ``c`` of ``chunks`` of the flakes (see step_flakes): its hits' node indices
-    go to ``hit_nodes`` from the chunk's first flake on, their count to ``hits_in_chunk[c]``,
+    go to ``hit_nodes`` (node index * 8 + the exponent of the grains it stands for) from the
+    chunk's first flake on, their count to ``hits_in_chunk[c]``,
     its grain counts (kernels.contract.GRAINS_ALOFT ...) to ``grains_in_chunk[c]``."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
@@ -359,6 +361,8 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
         fid = flake_id[n]
         vt, radius, omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
         was_grain = (respawn_count[n] & BLOWING) != 0
+        weight_exponent = (respawn_count[n] & GRAIN_WEIGHT_BITS) >> np.uint32(GRAIN_WEIGHT_SHIFT)
+        weight = np.int64(1) << np.int64(weight_exponent)
         fall = vt
         if grains and was_grain:
             fall = grain_speed
@@ -452,10 +456,10 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
             old_s = _from_upwind_edge(pos_x[n] if open_x else pos_y[n], origin, length, ahead)
             new_s = _from_upwind_edge(x if open_x else y, origin, length, ahead)
             if old_s < probe_distance and new_s >= probe_distance:
-                grains_in_chunk[c, PROBE_CROSSINGS] += 1
-                grains_in_chunk[c, PROBE_HEIGHTS + _probe_bin(np.float32(z - ground), inv_h)] += 1
+                grains_in_chunk[c, PROBE_CROSSINGS] += weight
+                grains_in_chunk[c, PROBE_HEIGHTS + _probe_bin(np.float32(z - ground), inv_h)] += weight
             elif old_s >= probe_distance and new_s < probe_distance:
-                grains_in_chunk[c, PROBE_CROSSINGS] -= 1
+                grains_in_chunk[c, PROBE_CROSSINGS] -= weight
         if hit and lift_strength > np.float32(0.0) and not (
                 shelter and ground < sample_bilinear(bubble_top, bx, by, h, x, y)) and not (
                 outside and opened):
@@ -472,10 +476,10 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                     if not was_grain and not outside:
                         grains_in_chunk[c, FRESH_LIFTS] += 1
         if hit and not outside:
-            hit_nodes[begin + found] = nj * hnx + ni
+            hit_nodes[begin + found] = (nj * hnx + ni) * 8 + np.int64(weight_exponent)
             found += 1
             if grains and was_grain:
-                grains_in_chunk[c, GRAIN_LANDINGS] += 1
+                grains_in_chunk[c, GRAIN_LANDINGS] += weight
         if hit or z < z0 or beyond:
             counter = np.uint32(np.uint32(respawn_count[n] & COUNT_BITS) + np.uint32(1))
             if opened:
@@ -493,7 +497,8 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                 x, y, z = _entry_point(seed, fid, counter, previous_grain_count, open_x,
                                        origin, length, ahead, dt, x0, y0, length_x,
                                        length_y, h, top, height, snow_depth, hx, hy, spacing)
-                counter = np.uint32(counter | BLOWING)
+                counter = np.uint32(counter | BLOWING
+                                    | np.uint32(exponent << np.uint32(GRAIN_WEIGHT_SHIFT)))
             wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
             nvx, nvy, nvz = wind_x, wind_y, (np.float32(wind_z - vt) if fresh else wind_z)
             respawn_count[n] = counter
@@ -526,7 +531,8 @@ def _gather_hits(hit_nodes, hits_in_chunk, hit_counts, grains_in_chunk, grain_co
     for c in range(chunks):
         begin = c * count // chunks
         for m in range(hits_in_chunk[c]):
-            flat_hits[hit_nodes[begin + m]] += 1
+            packed = hit_nodes[begin + m]
+            flat_hits[packed >> 3] += np.int32(1) << np.int32(packed & 7)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

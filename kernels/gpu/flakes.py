@@ -16,7 +16,8 @@ import functools
 import numpy as np
 
 from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS,
-                        GRAIN_LANDINGS, GRAINS_ALOFT, OMEGA_MAX, PROBE_BINS,
+                        GRAIN_LANDINGS, GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT,
+                        MAX_GRAIN_WEIGHT_EXPONENT, OMEGA_MAX, PROBE_BINS,
                         PROBE_CROSSINGS, PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT,
                         STREAM_INJECT_HEIGHT,
                         OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
@@ -42,6 +43,8 @@ _DEFINES = cuda_defines(
     COUNT_BITS=COUNT_BITS, SQRT3=SQRT3, OPEN_SNOWFIELD=OPEN_SNOWFIELD, BARE_GROUND=BARE_GROUND,
     GRAINS_ALOFT=np.int32(GRAINS_ALOFT), GRAIN_LANDINGS=np.int32(GRAIN_LANDINGS),
     FRESH_LIFTS=np.int32(FRESH_LIFTS), PROBE_CROSSINGS=np.int32(PROBE_CROSSINGS),
+    GRAIN_WEIGHT_BITS=GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT=np.uint32(GRAIN_WEIGHT_SHIFT),
+    MAX_GRAIN_WEIGHT_EXPONENT=np.uint32(MAX_GRAIN_WEIGHT_EXPONENT),
     RESPAWNS=np.int32(RESPAWNS), PROBE_HEIGHTS=np.int32(PROBE_HEIGHTS),
     PROBE_BINS=np.int32(PROBE_BINS),
     **{name: np.uint32(value) for name, value in (
@@ -138,11 +141,16 @@ __device__ __forceinline__ int probe_bin(float above, float inv_h) {
     return cells < 0.0f ? 0 : (cells > (float)(PROBE_BINS - 1) ? PROBE_BINS - 1 : (int)cells);
 }
 
-// last step's net probe crossings over its respawns, at most 1 (reference injection_share)
-__device__ __forceinline__ float injection_share(const int* __restrict__ previous) {
-    int crossings = previous[PROBE_CROSSINGS], respawned = previous[RESPAWNS];
+// the chance that a respawning flake enters as a grain and the exponent of the grains it
+// stands for (reference injection_share)
+__device__ __forceinline__ float injection_share(const int* __restrict__ previous,
+                                                 unsigned int* exponent) {
+    long long crossings = previous[PROBE_CROSSINGS], respawned = previous[RESPAWNS];
+    *exponent = 0u;
     if (crossings <= 0 || respawned <= 0) return 0.0f;
-    return fminf((float)crossings / (float)respawned, 1.0f);
+    while (*exponent < MAX_GRAIN_WEIGHT_EXPONENT && 2 * crossings > (respawned << *exponent))
+        *exponent += 1u;
+    return fminf((float)crossings / (float)(respawned << *exponent), 1.0f);
 }
 
 // where a grain enters across the upwind edge (reference _entry_point)
@@ -363,6 +371,7 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     if (random_uniform_from(s3, fid, CONSTANT_COUNTER) < 0.5f) omega = -omega;
     bool grains = grain_speed > 0.0f;
     bool was_grain = (respawns & BLOWING) != 0u;
+    int weight = 1 << ((respawns & GRAIN_WEIGHT_BITS) >> GRAIN_WEIGHT_SHIFT);
     float fall = (grains && was_grain) ? grain_speed : vt;
     bool fresh_lift = false;
     if (SHELTER && z < bubble_here) wind = make_float3(0.0f, 0.0f, 0.0f);
@@ -479,10 +488,10 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
                                        probe_ahead);
         float new_s = from_upwind_edge(open_x ? x : y, probe_origin, probe_length, probe_ahead);
         if (old_s < probe_distance && new_s >= probe_distance) {
-            atomicAdd(grain_count + PROBE_CROSSINGS, 1);
-            atomicAdd(grain_count + PROBE_HEIGHTS + probe_bin(z - ground, inv_h), 1);
+            atomicAdd(grain_count + PROBE_CROSSINGS, weight);
+            atomicAdd(grain_count + PROBE_HEIGHTS + probe_bin(z - ground, inv_h), weight);
         } else if (old_s >= probe_distance && new_s < probe_distance) {
-            atomicAdd(grain_count + PROBE_CROSSINGS, -1);
+            atomicAdd(grain_count + PROBE_CROSSINGS, -weight);
         }
     }
     if (hit && lift_strength > 0.0f
@@ -499,7 +508,7 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             fresh_lift = grains && !was_grain && !outside;
         }
     }
-    if (hit && !outside) atomicAdd(hit_counts + (long long)nj * hnx + ni, 1);
+    if (hit && !outside) atomicAdd(hit_counts + (long long)nj * hnx + ni, weight);
     bool grain_landing = hit && !outside && grains && was_grain;
     bool respawned = false;
     if (hit || z < wz0 || beyond) {
@@ -517,8 +526,9 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         }
         z = (top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h;
         bool fresh = true;
-        if (probing && random_uniform(seed, fid, counter, STREAM_INJECT)
-                < injection_share(previous_grain_count)) {
+        unsigned int exponent = 0u;
+        float share = probing ? injection_share(previous_grain_count, &exponent) : 0.0f;
+        if (probing && random_uniform(seed, fid, counter, STREAM_INJECT) < share) {
             // enters as a grain across the upwind edge, as grains crossed the probe
             fresh = false;
             float3 entry = entry_point(seed, fid, counter, previous_grain_count, open_x,
@@ -526,7 +536,7 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
                                        length_x, length_y, h, top, height, snow, hnx, hny,
                                        hx0, hy0, spacing);
             x = entry.x; y = entry.y; z = entry.z;
-            counter = counter | BLOWING;
+            counter = counter | BLOWING | (exponent << GRAIN_WEIGHT_SHIFT);
         }
         float3 spawn_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
         nvx = spawn_wind.x; nvy = spawn_wind.y; nvz = fresh ? spawn_wind.z - vt : spawn_wind.z;
@@ -537,17 +547,16 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     pos_x[n] = x; pos_y[n] = y; pos_z[n] = z;
     vel_x[n] = nvx; vel_y[n] = nvy; vel_z[n] = nvz;
     phase[n] = new_phase;
+    if (count_grains && grain_landing) atomicAdd(grain_count + GRAIN_LANDINGS, weight);
     if (count_grains) {
         // one integer atomic per group of converged lanes (integer sums: any order)
         unsigned int active = __activemask();
         unsigned int votes = __ballot_sync(active, (respawns & BLOWING) != 0u);
-        unsigned int settled = __ballot_sync(active, grain_landing);
         unsigned int lifted = __ballot_sync(active, fresh_lift);
         unsigned int renewed = __ballot_sync(active, respawned);
         if ((threadIdx.x & 31) == __ffs(active) - 1) {
             if (votes != 0u) atomicAdd(grain_count + GRAINS_ALOFT, __popc(votes));
             if (renewed != 0u) atomicAdd(grain_count + RESPAWNS, __popc(renewed));
-            if (settled != 0u) atomicAdd(grain_count + GRAIN_LANDINGS, __popc(settled));
             if (lifted != 0u) atomicAdd(grain_count + FRESH_LIFTS, __popc(lifted));
         }
     }

@@ -46,7 +46,8 @@ from .sampling import sample_bilinear, sample_wind
 
 # One home for the streams and constants: kernels.contract.
 from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS,  # noqa: F401
-                        FRESH_LIFTS, GRAIN_LANDINGS, GRAINS_ALOFT, PROBE_BINS,
+                        FRESH_LIFTS, GRAIN_LANDINGS, GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT,
+                        GRAINS_ALOFT, MAX_GRAIN_WEIGHT_EXPONENT, PROBE_BINS,
                         PROBE_CROSSINGS, PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT,
                         STREAM_INJECT_HEIGHT,
                         OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
@@ -287,7 +288,9 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     upwind is an open snowfield in equilibrium): the grains' net crossings of the probe
     downwind and the crossings' heights above the ground are counted (PROBE_CROSSINGS,
     PROBE_HEIGHTS), and each respawning flake enters instead as a grain across the upwind
-    edge with probability ``injection_share`` (last step's crossings over its respawns), at
+    edge with probability ``injection_share`` (last step's crossings over its respawns,
+    each entering grain standing for 2^k grains when the crossings outnumber half the
+    respawns: ``grain_weight``), at
     a random crosswind place, up to a step's travel of the inflow wind inside, at a height
     above the ground drawn from last step's crossings' heights (``injection_bin``), with the
     wind's velocity. Landings outside the domain are then never lifted: the open
@@ -300,6 +303,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     vt, radius, omega = flake_constants(seed, flake_id, vt_min, vt_max, spiral_radius)
     grains = f32(grain_speed) > f32(0.0)
     was_grain = (respawn_count & BLOWING) != 0
+    weight = grain_weight(respawn_count)
     fall = vt
     if grains:
         fall = np.where(was_grain, f32(grain_speed), vt).astype(np.float32)
@@ -404,9 +408,9 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
         probe = f32(probe_distance)
         down = was_grain & (old_s < probe) & (new_s >= probe)
         up = was_grain & (old_s >= probe) & (new_s < probe)
-        grain_count[PROBE_CROSSINGS] += np.int32(np.count_nonzero(down) - np.count_nonzero(up))
+        grain_count[PROBE_CROSSINGS] += np.int32(weight[down].sum() - weight[up].sum())
         bins = _probe_bin((z - ground).astype(np.float32), one / h)
-        np.add.at(grain_count, PROBE_HEIGHTS + bins[down], 1)
+        np.add.at(grain_count, PROBE_HEIGHTS + bins[down], weight[down])
     if f32(lift_strength) > f32(0.0):
         counter = np.uint32(step_index)
         share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed,
@@ -429,9 +433,9 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     else:
         lifted = np.zeros(x.shape, bool)
     landed = hit & ~outside                # a landing outside the domain is no hit
-    np.add.at(hit_counts, (nj[landed], ni[landed]), 1)
+    np.add.at(hit_counts, (nj[landed], ni[landed]), weight[landed])
     if grains and grain_count is not None:
-        grain_count[GRAIN_LANDINGS] += np.int32(np.count_nonzero(landed & was_grain))
+        grain_count[GRAIN_LANDINGS] += np.int32(weight[landed & was_grain].sum())
         grain_count[FRESH_LIFTS] += np.int32(np.count_nonzero(lifted & ~was_grain & ~outside))
     respawn = hit | (z < f32(wz0)) | beyond
 
@@ -454,7 +458,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
         swx, swy, swz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, sx, sy, sz)
         swz = (swz - vt[respawn]).astype(np.float32)
         if probing:
-            share = injection_share(previous_grain_count)
+            share, exponent = injection_share(previous_grain_count)
             enter = random_uniform(seed, ids, counter, STREAM_INJECT) < share
             if np.any(enter):
                 ex, ey, ez = _entry_point(seed, ids[enter], counter[enter], previous_grain_count,
@@ -464,7 +468,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                 sx[enter], sy[enter], sz[enter] = ex, ey, ez
                 swx[enter], swy[enter], swz[enter] = sample_wind(u, v, w, wx0, wy0, wz0,
                                                                  cell_size, ex, ey, ez)
-                counter[enter] |= BLOWING
+                counter[enter] |= BLOWING | np.uint32(exponent << GRAIN_WEIGHT_SHIFT)
         pos_x[respawn], pos_y[respawn], pos_z[respawn] = sx, sy, sz
         vel_x[respawn], vel_y[respawn] = swx, swy
         vel_z[respawn] = swz
@@ -490,15 +494,28 @@ def _probe_bin(above, inv_h):
     return np.where(cells >= 0, cells, 0).astype(np.int64)      # NaN in the first bin
 
 
+def grain_weight(respawn_count):
+    """int32 grains each flake stands for: 2^k, k from its GRAIN_WEIGHT_BITS (1 for all but
+    the grains that entered across the upwind edge in a strong wind)."""
+    exponent = (respawn_count & GRAIN_WEIGHT_BITS) >> np.uint32(GRAIN_WEIGHT_SHIFT)
+    return (np.int32(1) << exponent.astype(np.int32)).astype(np.int32)
+
+
 def injection_share(previous_grain_count):
-    """float32 chance that a respawning flake enters as a grain across the upwind edge:
-    last step's net probe crossings over its respawns (0 when either is not positive, at
-    most 1)."""
+    """(float32 chance that a respawning flake enters as a grain across the upwind edge,
+    the exponent k of the 2^k grains each entering one stands for): the smallest k (at most
+    MAX_GRAIN_WEIGHT_EXPONENT) with last step's net probe crossings at most half of its
+    respawns times 2^k, and the chance crossings / (respawns 2^k), at most 1 ((0, 0) when
+    either count is not positive). So the entering grains carry the crossings' weight and
+    at least half of the respawning flakes stay snowfall."""
     crossings = int(previous_grain_count[PROBE_CROSSINGS])
     respawns = int(previous_grain_count[RESPAWNS])
     if crossings <= 0 or respawns <= 0:
-        return f32(0.0)
-    return min(f32(f32(crossings) / f32(respawns)), f32(1.0))
+        return f32(0.0), 0
+    exponent = 0
+    while exponent < MAX_GRAIN_WEIGHT_EXPONENT and 2 * crossings > (respawns << exponent):
+        exponent += 1
+    return min(f32(f32(crossings) / f32(respawns << exponent)), f32(1.0)), exponent
 
 
 def injection_bin(draw, previous_grain_count):

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from snowfall.kernels.contract import (FRESH_LIFTS, GRAIN_COUNT_SLOTS, GRAIN_LANDINGS,
-                                       PROBE_CROSSINGS, PROBE_HEIGHTS, RESPAWNS)
+                                       GRAIN_WEIGHT_SHIFT, PROBE_CROSSINGS, PROBE_HEIGHTS,
+                                       RESPAWNS)
 from snowfall.kernels.cpu import drift as cpu_drift
 from snowfall.kernels.cpu import flakes as cpu_flakes
 from snowfall.kernels.reference import drift as ref_drift
@@ -29,11 +30,11 @@ def inflow(mode, heading):
 
 
 def probe_arguments():
-    """The suspension probe 1.5 m inside the upwind edge, with last step's counts: 900
-    crossings for 3000 respawns (a 0.3 chance to enter as a grain), their heights 0-3
-    cells above the ground."""
+    """The suspension probe 1.5 m inside the upwind edge, with last step's counts: 2500
+    crossings for 3000 respawns (each entering grain stands for 2, a 2500 / 6000 chance to
+    enter), their heights 0-3 cells above the ground."""
     previous = np.zeros(GRAIN_COUNT_SLOTS, np.int32)
-    previous[PROBE_CROSSINGS], previous[RESPAWNS] = 900, 3000
+    previous[PROBE_CROSSINGS], previous[RESPAWNS] = 2500, 3000
     previous[PROBE_HEIGHTS:PROBE_HEIGHTS + 4] = [400, 300, 150, 50]
     return {"previous_grain_count": previous, "probe_distance": np.float32(1.5)}
 
@@ -54,8 +55,26 @@ def assert_probe_and_entry(mode, heading, state, counts):
     if mode == ref_flakes.OPEN_SNOWFIELD:
         assert counts[PROBE_HEIGHTS:].sum() > 0 and counts[RESPAWNS] > 0
         assert entered.sum() > 0
+        # those that entered stand for 2 grains (2500 crossings > half of 3000 respawns);
+        # the grains aloft from the start stand for 1 or 8
+        assert np.any(ref_flakes.grain_weight(state[7][entered]) == 2)
     else:
         assert counts[PROBE_HEIGHTS:].sum() == 0 and counts[PROBE_CROSSINGS] == 0
+
+
+@pytest.mark.parametrize("crossings, respawns, share, exponent", [
+    (0, 100, 0.0, 0), (30, 0, 0.0, 0), (-5, 100, 0.0, 0),
+    (30, 100, 0.3, 0), (50, 100, 0.5, 0),             # up to half the respawns: weight 1
+    (51, 100, 51 / 200, 1), (300, 100, 300 / 800, 3),  # more: 2^k grains per flake
+    (10**6, 10, 1.0, 7)])                              # at most 2^7, then every respawn
+def test_entering_grains_take_at_most_half_the_respawns(crossings, respawns, share, exponent):
+    previous = np.zeros(GRAIN_COUNT_SLOTS, np.int32)
+    previous[PROBE_CROSSINGS], previous[RESPAWNS] = crossings, respawns
+    got_share, got_exponent = ref_flakes.injection_share(previous)
+    assert got_exponent == exponent and got_share == np.float32(share)
+    # the entering grains carry the crossings' weight: chance x respawns x 2^k
+    if 0 < crossings <= respawns << 7 and respawns > 0:
+        assert float(got_share) * respawns * 2 ** exponent == pytest.approx(crossings)
 
 
 # --- settings ----------------------------------------------------------------------------
@@ -89,7 +108,8 @@ def test_numba_open_flakes_match_reference(mode, heading, lift):
         extra["surface_y"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
         extra["grain_speed"] = 0.3
         extra.update(probe_arguments())
-        state[7][::3] |= ref_flakes.BLOWING        # a third of the flakes are grains aloft
+        state[7][::3] |= ref_flakes.BLOWING        # a third of the flakes are grains aloft,
+        state[7][::9] |= np.uint32(3 << GRAIN_WEIGHT_SHIFT)    # some standing for 8 grains
     outputs = []
     for module in (ref_flakes, cpu_flakes):
         s = [a.copy() for a in state]
@@ -227,7 +247,8 @@ def test_cuda_open_flakes_match_reference(gpu_backend, mode, heading):
     extra["surface_y"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
     extra["grain_speed"] = 0.3
     extra.update(probe_arguments())
-    state[7][::3] |= ref_flakes.BLOWING            # a third of the flakes are grains aloft
+    state[7][::3] |= ref_flakes.BLOWING            # a third of the flakes are grains aloft,
+    state[7][::9] |= np.uint32(3 << GRAIN_WEIGHT_SHIFT)        # some standing for 8 grains
     ref_state = [a.copy() for a in state]
     ref_hits = np.zeros(HEIGHTMAP.shape, np.int32)
     dev_state = [xp.asarray(a) for a in state]
