@@ -208,14 +208,14 @@ class SnowCover:
                 "weighted_total": np.array(to_host(self.weighted_total), copy=True),
                 "ledger": np.array(to_host(self.ledger), copy=True),
                 "suspended_total": np.array(to_host(self.suspended_total), copy=True),
-                # the grains the last step counted (the other buffer is zeroed for the next)
-                "grains_aloft": np.array(to_host(self.spare_grain_count), copy=True)[:1]}
+                # what the last step counted (the other buffer is zeroed for the next): the
+                # grains aloft, and the probe's counts the next step's suspension inflow reads
+                "grain_counts": np.array(to_host(self.spare_grain_count), copy=True)}
 
     def load_state_dict(self, state) -> None:
         expected = {"snow_depth": (self.snow_depth.shape, np.float32),
                     "hit_counts": (self.hit_counts.shape, np.int32), "hit_total": ((1,), np.int64),
-                    "weighted_total": ((1,), np.int64), "ledger": ((2,), np.int64),
-                    "grains_aloft": ((1,), np.int32)}
+                    "weighted_total": ((1,), np.int64), "ledger": ((2,), np.int64)}
         for name, (shape, dtype) in expected.items():
             if name not in state:
                 raise SnowInputError("state", f"snow cover state lacks {name!r}", "a state saved by this version")
@@ -224,16 +224,26 @@ class SnowCover:
                 raise SnowInputError("state", f"snow {name} has shape {array.shape} {array.dtype}, "
                                      f"expected {shape} {np.dtype(dtype)}",
                                      "a state saved with the same heightmap_resolution")
-        # a state saved before the blowing snow's books has none: nothing was booked
+        # a state saved before the blowing snow's books has none: nothing was booked; one
+        # saved before the probe has the grains aloft alone ("grains_aloft", int32 (1,))
         suspended = (np.asarray(state["suspended_total"]) if "suspended_total" in state
                      else np.zeros(1, np.int64))
+        counts = np.zeros(GRAIN_COUNT_SLOTS, np.int32)
+        if "grain_counts" in state:
+            counts = np.asarray(state["grain_counts"])
+        elif "grains_aloft" in state and np.asarray(state["grains_aloft"]).shape == (1,):
+            counts[GRAINS_ALOFT] = np.asarray(state["grains_aloft"])[0]
+        else:
+            raise SnowInputError("state", "snow cover state lacks 'grain_counts'",
+                                 "a state saved by this version")
         if suspended.shape != (1,) or suspended.dtype != np.int64:
             raise SnowInputError("state", "the snow cover's 'suspended_total' must be int64 (1,)",
                                  "a state saved by this version")
+        if counts.shape != (GRAIN_COUNT_SLOTS,) or counts.dtype != np.int32:
+            raise SnowInputError("state", f"the snow cover's 'grain_counts' must be int32 "
+                                 f"({GRAIN_COUNT_SLOTS},)", "a state saved by this version")
         for name in expected:
-            if name != "grains_aloft":
-                getattr(self, name)[...] = self.backend.asarray(state[name])
+            getattr(self, name)[...] = self.backend.asarray(state[name])
         self.suspended_total[...] = self.backend.asarray(suspended)
-        self.spare_grain_count[...] = 0
-        self.spare_grain_count[GRAINS_ALOFT:GRAINS_ALOFT + 1] = self.backend.asarray(state["grains_aloft"])
+        self.spare_grain_count[...] = self.backend.asarray(counts)
         self.grain_count[...] = 0

@@ -56,15 +56,16 @@ length, see kernels.reference.flakes; the random displacement model's spread, Wi
 Sawford 1996, without a random jump per frame)."""
 
 GRAIN_FALL_SPEED = 0.3
-#: With an open snowfield upwind, the suspended snow comes in across the upwind edge as it
-#: blows past a probe this many wind cells inside (at most a quarter of the domain along
-#: the wind): a zero-gradient inflow (kernels.reference.flakes._step_flat).
-SUSPENSION_PROBE_CELLS = 2.0
 """m/s: the terminal fall speed of lifted (blowing) snow. Wind breaks the crystals it
 lifts into grains of 50-100 um radius (Schmidt 1982), which settle at about 0.2-0.7 m/s
 (Pomeroy and Male 1992), not at the 1-2 m/s of falling flakes; with the surface layer's
 eddies (K = kappa u* z) they stay aloft and cross obstacles instead of hopping along the
 ground."""
+
+SUSPENSION_PROBE_CELLS = 2.0
+"""With an open snowfield upwind, the suspended snow comes in across the upwind edge as it
+blows past a probe this many wind cells inside (at most a quarter of the domain along the
+wind): a zero-gradient inflow (kernels.reference.flakes._step_flat)."""
 
 MAX_BUBBLE_CELLS = 128
 """The upwind march of the bubble stops after this many wind cells (its cost)."""

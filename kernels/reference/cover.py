@@ -53,8 +53,8 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
                  next_grain_count=None, landing_kinds=None, suspended_total=None):
     """Gather the footprints of this step's hits into ``snow_depth`` (surface nodes only)
     and zero ``next_hit_counts`` (int32, the buffer the flakes fill next step; must not
-    alias ``hit_counts``, which is left as is) and ``next_grain_count`` (int32 (1,), when
-    given). ``hit_total`` (int64 (1,)) gains the hits.
+    alias ``hit_counts``, which is left as is) and ``next_grain_count`` (int32, every slot,
+    when given). ``hit_total`` (int64 (1,)) gains the hits.
 
     With ``ledger`` (int64 (2,): units still owed, ``hit_total`` when the last deposit was
     booked) each hit weighs ``landing_units(ledger[0], nominal_units, landings)`` units
