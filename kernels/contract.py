@@ -50,18 +50,29 @@ BLOWING = np.uint32(0x80000000)
 GRAIN_WEIGHT_SHIFT = 28
 GRAIN_WEIGHT_BITS = np.uint32(0x70000000)
 MAX_GRAIN_WEIGHT_EXPONENT = 7
-COUNT_BITS = np.uint32(0x0FFFFFFF)
+#: Bit of ``respawn_count`` set while a grain that entered across the upwind edge is aloft
+#: (its snow is booked when it settles; a grain lifted off the terrain is booked with the
+#: snowfall, and unbooked if it leaves: kernels.reference.cover.deposit_weight).
+FROM_UPWIND = np.uint32(0x08000000)
+COUNT_BITS = np.uint32(0x07FFFFFF)
 #: Slots of the flakes' int32 ``grain_count`` (GRAIN_COUNT_SLOTS,) a step fills: the grains
 #: aloft after it, the grains that landed on the terrain (settled: BLOWING was set at the
 #: step's start), the fresh flakes lifted off the terrain on their first touch (BLOWING was
 #: clear; the deposit shares the snowfall among the fresh touches, kernels.reference.cover),
-#: the grains' net crossings of the suspension probe downwind, the flakes that respawned
-#: (the settled grains and the crossings weighted as GRAIN_WEIGHT_BITS say),
-#: and from PROBE_HEIGHTS on the downwind crossings' heights above the ground in PROBE_BINS
-#: bins of a wind cell (the last bin takes the rest). The next step's grains enter across
-#: the upwind edge at the probe's rate and heights (kernels.reference.flakes).
+#: the grains' net crossings of the suspension probe downwind, the flakes that respawned,
+#: the grains from upwind (FROM_UPWIND) that settled on the terrain, the grains lifted off
+#: the terrain that ended without settling on it (left the domain or landed outside it)
+#: (the settled grains and the crossings weighted as GRAIN_WEIGHT_BITS say), and from
+#: PROBE_HEIGHTS on the downwind crossings' heights above the ground in PROBE_BINS bins of
+#: a wind cell (the last bin takes the rest). The next step's grains enter across the
+#: upwind edge at the probe's rate and heights (kernels.reference.flakes); the deposit
+#: books the grains from upwind that settled and the lifted ones that left
+#: (kernels.reference.cover.deposit_weight).
 GRAINS_ALOFT, GRAIN_LANDINGS, FRESH_LIFTS, PROBE_CROSSINGS, RESPAWNS = 0, 1, 2, 3, 4
-PROBE_HEIGHTS, PROBE_BINS = 5, 32
+UPWIND_SETTLES, LIFTED_EXITS = 5, 6
+PROBE_HEIGHTS, PROBE_BINS = 7, 32
+#: The slots a state saved before UPWIND_SETTLES and LIFTED_EXITS holds (PROBE_HEIGHTS was 5).
+LEGACY_GRAIN_COUNT_SLOTS = 5 + PROBE_BINS
 GRAIN_COUNT_SLOTS = PROBE_HEIGHTS + PROBE_BINS
 #: sqrt(3): a uniform draw on [-sqrt(3), sqrt(3)] has unit variance.
 SQRT3 = F32(np.sqrt(3.0))
@@ -220,7 +231,7 @@ class FlakeState(NamedTuple):
     """Every flake's state, struct of arrays of shape (N,), updated in place: uint32
     ``flake_id`` (the flake stored at each index), float32 positions (m), velocities (m/s)
     and spiral ``phase`` (rad), uint32 ``respawn_count`` (BLOWING bit + GRAIN_WEIGHT_BITS +
-    COUNT_BITS)."""
+    FROM_UPWIND + COUNT_BITS)."""
     flake_id: Any
     pos_x: Any
     pos_y: Any
@@ -306,12 +317,12 @@ class Inflow(NamedTuple):
     """Where the flakes come from along the wind (settings.upwind_fetch): ``mode`` WRAP
     (they wrap around the domain) or OPEN_SNOWFIELD / BARE_GROUND (an open landscape: a
     flake respawns above a landing target spread ``margin`` m beyond both ends along the
-    wind and ``upwind_margin`` m more upwind, moved upwind by ``fall_height`` m times
-    (``wind_x``, ``wind_y``) / its terminal speed; ``wind_*`` the wind before gusts, m/s)."""
+    wind and ``upwind_margin`` m more upwind, moved upwind by its fall to the ground there
+    (m) times (``wind_x``, ``wind_y``) / its terminal speed; ``wind_*`` the wind before
+    gusts, m/s)."""
     mode: int = WRAP
     wind_x: float = 0.0
     wind_y: float = 0.0
-    fall_height: float = 0.0
     margin: float = 0.0
     upwind_margin: float = 0.0
 
@@ -344,7 +355,7 @@ def _inflow_keywords(inflow: Inflow) -> dict:
     if inflow.mode == WRAP:
         return {}
     return {"inflow_mode": inflow.mode, "inflow_x": inflow.wind_x, "inflow_y": inflow.wind_y,
-            "fall_height": inflow.fall_height, "margin": inflow.margin,
+            "margin": inflow.margin,
             "upwind_margin": inflow.upwind_margin}
 
 

@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from ..kernels.contract import GRAIN_COUNT_SLOTS, GRAINS_ALOFT, WEIGHT_UNITS
+from ..kernels.contract import (GRAIN_COUNT_SLOTS, GRAINS_ALOFT, LEGACY_GRAIN_COUNT_SLOTS,
+                                PROBE_HEIGHTS, WEIGHT_UNITS)
 from . import stages
 from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError
@@ -124,8 +125,8 @@ class SnowCover:
         #: the flakes' grain counts (kernels.contract.GRAINS_ALOFT ...), swapped as the hits
         self.grain_count = xp.zeros(GRAIN_COUNT_SLOTS, dtype=xp.int32)
         self.spare_grain_count = xp.zeros(GRAIN_COUNT_SLOTS, dtype=xp.int32)
-        #: with an open upwind fetch the snowfall is shared among the fresh flakes' touches
-        #: and settled grains add to it: their net deposit (units, as weighted_total)
+        #: with an open upwind fetch the landings also share the suspension's net inflow
+        #: (kernels.reference.cover.deposit_weight): what it added (units, as weighted_total)
         self.shares_fresh_touches = settings.upwind_fetch != "wrap"
         self.suspended_total = xp.zeros(1, dtype=xp.int64)
         self.timer = StageTimer(backend)  # the Simulation shares its own when profiling
@@ -188,10 +189,9 @@ class SnowCover:
         return units / WEIGHT_UNITS * self.volume_per_hit
 
     def suspended_volume(self) -> float:
-        """m^3: the volume of the grains of blowing snow that settled on the terrain less
-        the snowfall fresh flakes took aloft from it (open upwind fetch; 0 with the wrap):
-        what the suspended drift brought in across the edges less what it took out, less
-        the snow still aloft."""
+        """m^3: what the suspended drift brought onto the terrain (open upwind fetch; 0 with
+        the wrap): the grains from upwind that settled less the grains lifted off the
+        terrain that left it, at the snowfall's weight per fresh touch."""
         units = int(self.backend.to_host(self.suspended_total)[0])
         return units / WEIGHT_UNITS * self.volume_per_hit
 
@@ -229,7 +229,15 @@ class SnowCover:
         suspended = (np.asarray(state["suspended_total"]) if "suspended_total" in state
                      else np.zeros(1, np.int64))
         counts = np.zeros(GRAIN_COUNT_SLOTS, np.int32)
-        if "grain_counts" in state:
+        if "grain_counts" in state and np.asarray(state["grain_counts"]).shape == (
+                LEGACY_GRAIN_COUNT_SLOTS,):
+            # saved before the grains from upwind and the lifted ones that left were counted
+            # (they came before the probe's heights): the probe's counts carry over
+            legacy = np.asarray(state["grain_counts"])
+            counts = np.zeros(GRAIN_COUNT_SLOTS, legacy.dtype)
+            counts[:5] = legacy[:5]
+            counts[PROBE_HEIGHTS:] = legacy[5:]
+        elif "grain_counts" in state:
             counts = np.asarray(state["grain_counts"])
         elif "grains_aloft" in state and np.asarray(state["grains_aloft"]).shape == (1,):
             counts[GRAINS_ALOFT] = np.asarray(state["grains_aloft"])[0]

@@ -103,16 +103,15 @@ class FlakeSystem:
 
     def inflow(self, time: float) -> Inflow:
         """The upwind fetch at simulated ``time`` s for the flakes' kernels
-        (kernels.contract.Inflow): the mode, the wind before gusts (m/s), the mean fall
-        height (m) and the targets' margins (m)."""
+        (kernels.contract.Inflow): the mode, the wind before gusts (m/s) and the targets'
+        margins (m, from the mean fall height: the longest drift)."""
         if self.inflow_mode == WRAP:
             return NO_INFLOW
         speed, heading = base_wind(self.settings, time)
         angle = math.radians(heading)
         longest = self.fall_height * peak_inflow_speed(self.settings, time) / float(self.vt_min)
         return Inflow(self.inflow_mode, np.float32(speed * math.cos(angle)),
-                      np.float32(speed * math.sin(angle)), np.float32(self.fall_height),
-                      np.float32(INFLOW_MARGIN * longest))
+                      np.float32(speed * math.sin(angle)), np.float32(INFLOW_MARGIN * longest))
 
     def initialize(self, wind, height, snow_depth) -> None:
         """Place the flakes (counter 0): XY uniform, z uniform between the ground and the

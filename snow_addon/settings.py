@@ -149,15 +149,13 @@ class SnowSettings:
     flakes and mixes them into the lee of obstacles (1 = the log law's; 0 = the flakes
     follow the resolved wind alone). Part of the drift: it needs drift_enabled."""
 
-    upwind_fetch: str = "wrap"
-    """What lies upwind of the terrain: "open_snowfield" (the terrain is a piece of a larger
-    landscape: the snowfall comes in with the wind from the sky upwind, and blowing snow
-    comes in across the upwind edge at the transport of an open snowfield at that wind;
-    what blows off downwind leaves), "bare_ground" (the same snowfall, no blowing snow comes
-    in) or "wrap" (the default: the terrain repeats along the wind, what leaves downwind
-    comes back upwind). The open fetch stops the scour upwind of a fence but still leaves
-    the scoured windward slopes of the sample valley in spots and falls short of the
-    snowfall at 12-16 m/s, so it is not the default yet (docs/drift.md, "Open inflow")."""
+    upwind_fetch: str = "open_snowfield"
+    """What lies upwind of the terrain: "open_snowfield" (the default: the terrain is a piece
+    of a larger landscape: the snowfall comes in with the wind from the sky upwind, and
+    blowing snow comes in across the upwind edge at the transport of an open snowfield at
+    that wind; what blows off downwind leaves), "bare_ground" (the same snowfall, no blowing
+    snow comes in) or "wrap" (the terrain repeats along the wind, what leaves downwind comes
+    back upwind: the engine before open inflow). docs/drift.md, "Open inflow"."""
 
     # --- stepping --------------------------------------------------------------------
     time_step: float = 1.0 / 24.0

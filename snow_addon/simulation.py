@@ -61,10 +61,10 @@ class StepDiagnostics:
     """m^3 of drifting snow blown out across the open edges since the start (0 with
     upwind_fetch "wrap", or the drift off)."""
     suspended_volume: float = 0.0
-    """m^3 of blowing snow in suspension (grains) settled on the terrain, less the snowfall
-    lifted off it as grains, since the start: what the suspension carried in across the
-    edges less what it carried out and what is still aloft (0 with upwind_fetch "wrap", or
-    the drift off). deposited_volume = snowfall + suspended + inflow - outflow."""
+    """m^3 the blowing snow in suspension (grains) brought onto the terrain since the start:
+    the grains from upwind that settled less the grains lifted off the terrain that left it
+    (0 with upwind_fetch "wrap", or the drift off; docs/drift.md, "Time-lapse books").
+    deposited_volume = snowfall + suspended + inflow - outflow."""
 
 
 @dataclass

@@ -11,8 +11,9 @@ from .sampling import sample_bilinear, sample_wind
 from .shares import SHARES, share
 
 # One home for the random streams and constants: the reference build defines them.
-from ..contract import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS, GRAIN_COUNT_SLOTS,
-                        GRAIN_LANDINGS, GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT,
+from ..contract import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS, FROM_UPWIND,
+                        GRAIN_COUNT_SLOTS, GRAIN_LANDINGS, LIFTED_EXITS, UPWIND_SETTLES,
+                        GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT,
                         PROBE_BINS, PROBE_CROSSINGS,
                         PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT, STREAM_INJECT_HEIGHT, OMEGA_MAX, OMEGA_MIN,
                         OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
@@ -151,7 +152,7 @@ def _entry_point(seed, fid, counter, previous_grain_count, open_x, origin, lengt
 def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                      respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
                      hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius, inflow_mode=0,
-                     inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+                     inflow_x=0.0, inflow_y=0.0, margin=0.0,
                      upwind_margin=0.0):
     """See kernels.reference.flakes._initialize_flat."""
     _initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
@@ -188,8 +189,12 @@ def _initialize_flakes_share(share_index, shares, flake_id, pos_x, pos_y, pos_z,
         low = min(low, np.float32(top - h))
         z = np.float32(low + random_uniform(seed, fid, 0, STREAM_Z) * np.float32(top - low))
         if opened:
-            x, y = _upwind_of(x, y, np.float32(z - low), vt, x0, y0, length_x, length_y,
-                              inflow_x, inflow_y, along_x)
+            sx, sy = _upwind_of(x, y, np.float32(z - low), vt, x0, y0, length_x, length_y,
+                                inflow_x, inflow_y, along_x)
+            # not inside the terrain upwind: a flake that would start below the ground there
+            # starts above its target instead
+            if _ground(height, snow_depth, hx0, hy0, spacing, sx, sy) < z:
+                x, y = sx, sy
         wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
         pos_x[n], pos_y[n], pos_z[n] = x, y, z
         vel_x[n], vel_y[n], vel_z[n] = wind_x, wind_y, np.float32(wind_z - vt)
@@ -280,7 +285,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
-               inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+               inflow_x=0.0, inflow_y=0.0, margin=0.0,
                upwind_margin=0.0, previous_grain_count=None, probe_distance=0.0):
     """See kernels.reference.flakes._step_flat. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
@@ -312,7 +317,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                  np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                  np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count,
                  reentry, np.float32(eddy_floor), int(inflow_mode), np.float32(inflow_x),
-                 np.float32(inflow_y), np.float32(fall_height), np.float32(margin),
+                 np.float32(inflow_y), np.float32(margin),
                  np.float32(upwind_margin), probing, np.float32(injection), np.uint32(exponent),
                  np.float32(probe_distance),
                  previous_grain_count if probing else _NO_COUNT)
@@ -328,7 +333,7 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                        ustar_per_speed, threshold, heading_x, heading_y, lift_strength,
                        step_index, shelter, bubble_top, eddy_scale, mixing_height, eddy_steps,
                        grain_speed, grain_count, reentry, eddy_floor, inflow_mode, inflow_x,
-                       inflow_y, fall_height, margin, upwind_margin, probing, injection, exponent,
+                       inflow_y, margin, upwind_margin, probing, injection, exponent,
                        probe_distance, previous_grain_count):
     """Chunk ``c`` of ``chunks`` of the flakes (see step_flakes): its hits' node indices
     go to ``hit_nodes`` (node index * 8 + the exponent of the grains it stands for) from the
@@ -480,24 +485,32 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
             found += 1
             if grains and was_grain:
                 grains_in_chunk[c, GRAIN_LANDINGS] += weight
+                if (respawn_count[n] & FROM_UPWIND) != 0:
+                    grains_in_chunk[c, UPWIND_SETTLES] += weight
         if hit or z < z0 or beyond:
+            if grains and (respawn_count[n] & BLOWING) != 0 and not (hit and not outside) \
+                    and (respawn_count[n] & FROM_UPWIND) == 0:
+                grains_in_chunk[c, LIFTED_EXITS] += weight     # lifted, left unsettled
             counter = np.uint32(np.uint32(respawn_count[n] & COUNT_BITS) + np.uint32(1))
+            z = np.float32(np.float32(top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h)
             if opened:
                 x, y = _target_xy(seed, fid, counter, x0, y0, length_x, length_y, open_x,
                                   ahead, margin, upwind_margin)
-                x, y = _upwind_of(x, y, fall_height, vt, x0, y0, length_x, length_y,
+                # as far upwind as the wind carries it while it falls to its target's ground
+                fall = max(np.float32(z - max(_ground(height, snow_depth, hx, hy, spacing, x, y),
+                                              z0)), np.float32(0.0))
+                x, y = _upwind_of(x, y, fall, vt, x0, y0, length_x, length_y,
                                   inflow_x, inflow_y, open_x)
             else:
                 x = np.float32(x0 + random_uniform(seed, fid, counter, STREAM_X) * length_x)
                 y = np.float32(y0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y)
-            z = np.float32(np.float32(top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h)
             fresh = True
             if probing and random_uniform(seed, fid, counter, STREAM_INJECT) < injection:
                 fresh = False
                 x, y, z = _entry_point(seed, fid, counter, previous_grain_count, open_x,
                                        origin, length, ahead, dt, x0, y0, length_x,
                                        length_y, h, top, height, snow_depth, hx, hy, spacing)
-                counter = np.uint32(counter | BLOWING
+                counter = np.uint32(counter | BLOWING | FROM_UPWIND
                                     | np.uint32(exponent << np.uint32(GRAIN_WEIGHT_SHIFT)))
             wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
             nvx, nvy, nvz = wind_x, wind_y, (np.float32(wind_z - vt) if fresh else wind_z)

@@ -4,8 +4,8 @@ import functools
 
 import numpy as np
 
-from ..contract import (FOOTPRINT, FRESH_LIFTS, GRAIN_LANDINGS, MAX_LANDING_UNITS,
-                        WEIGHT_UNITS, cuda_defines)
+from ..contract import (FOOTPRINT, FRESH_LIFTS, UPWIND_SETTLES, LIFTED_EXITS, GRAIN_LANDINGS,
+                        MAX_LANDING_UNITS, WEIGHT_UNITS, cuda_defines)
 # the deposit's host-side books are the reference's own
 from ..reference.cover import check_books, deposit_scale  # noqa: F401
 from .common import compile_module
@@ -17,7 +17,8 @@ MAX_GRID_ROWS = 65535
 
 SOURCE = cuda_defines(BLOCK=BLOCK, WEIGHT_UNITS=np.int64(WEIGHT_UNITS),
                       MAX_LANDING_UNITS=np.int64(MAX_LANDING_UNITS),
-                      GRAIN_LANDINGS=GRAIN_LANDINGS, FRESH_LIFTS=FRESH_LIFTS) + r"""
+                      GRAIN_LANDINGS=GRAIN_LANDINGS, FRESH_LIFTS=FRESH_LIFTS,
+                      UPWIND_SETTLES=UPWIND_SETTLES, LIFTED_EXITS=LIFTED_EXITS) + r"""
 __constant__ float FOOTPRINT[25] = {""" + ", ".join(repr(float(x)) + "f" for x in FOOTPRINT.ravel()) + r"""};
 
 // Add this step's hits to *hit_total: one integer atomic per block (a per-warp atomic on
@@ -42,9 +43,11 @@ extern "C" __global__ void __launch_bounds__(BLOCK) count_hits(const int* __rest
 // the flakes fill next step). With imposed, each hit weighs landing_units (kernels.reference
 // .cover) units: ledger = (units owed, hit_total at the last deposit) is read by every
 // thread, thread 0 of the first launch writes next_ledger and *weighted_total; else
-// WEIGHT_UNITS. With use_kinds the snowfall's sharers are the landings less the grains
-// that settled plus the fresh lifts (kinds[GRAIN_LANDINGS], kinds[FRESH_LIFTS]), and that
-// thread adds units * (settled - fresh lifts) to *suspended_total. It also zeroes the
+// WEIGHT_UNITS. With use_kinds the landings also share the suspension's net inflow
+// (reference suspension_units and deposit_weight: the entries less the exits at the
+// snowfall's units per fresh touch, the landings less the grains that settled plus the fresh
+// lifts; the snowfall alone is owed on), and that thread adds what the suspension added to
+// *suspended_total. It also zeroes the
 // grain_slots of next_grain_count. Runs after count_hits. Grid: (x blocks, ny rows).
 extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __restrict__ hit_counts,
         const float* __restrict__ scale, const bool* __restrict__ has_surface,
@@ -57,21 +60,36 @@ extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __re
     long long units = WEIGHT_UNITS;
     if (imposed) {
         long long landings = (long long)hit_total[0] - ledger[1];
-        long long suspended = use_kinds
-            ? (long long)kinds[GRAIN_LANDINGS] - (long long)kinds[FRESH_LIFTS] : 0LL;
-        long long sharers = landings - suspended;
         long long total = ledger[0] + nominal_units;
+        long long suspended = 0;
+        if (use_kinds) {
+            long long fresh = landings - (long long)kinds[GRAIN_LANDINGS]
+                              + (long long)kinds[FRESH_LIFTS];
+            long long net = (long long)kinds[UPWIND_SETTLES] - (long long)kinds[LIFTED_EXITS];
+            if (fresh > 0) {
+                long long per_touch = total / fresh;    // total >= 0: floor
+                if (per_touch > MAX_LANDING_UNITS) per_touch = MAX_LANDING_UNITS;
+                suspended = per_touch * net;
+                if (suspended < -total) suspended = -total;
+            }
+        }
+        // the snowfall's share first (it alone is owed on), then the suspension's on top
         units = 0;
-        if (sharers > 0) {
-            units = total / sharers;
+        long long shared = 0;
+        if (landings > 0) {
+            units = total / landings;
             if (units > MAX_LANDING_UNITS) units = MAX_LANDING_UNITS;
+            shared = (total + suspended) / landings;
+            if (shared > MAX_LANDING_UNITS) shared = MAX_LANDING_UNITS;
         }
         if (row0 == 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
-            next_ledger[0] = total - units * (sharers > 0 ? sharers : 0);
+            next_ledger[0] = total - units * (landings > 0 ? landings : 0);
             next_ledger[1] = (long long)hit_total[0];
-            if (landings > 0) weighted_total[0] += (unsigned long long)(units * landings);
-            if (use_kinds) suspended_total[0] += units * suspended;
+            if (use_kinds && landings > 0) suspended_total[0] += (shared - units) * landings;
         }
+        if (use_kinds) units = shared;
+        if (row0 == 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && landings > 0)
+            weighted_total[0] += (unsigned long long)(units * landings);
     }
     if (row0 == 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
         for (int slot = 0; slot < grain_slots; ++slot) next_grain_count[slot] = 0;

@@ -16,7 +16,8 @@ import functools
 import numpy as np
 
 from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS,
-                        GRAIN_LANDINGS, GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT,
+                        FROM_UPWIND, GRAIN_LANDINGS, LIFTED_EXITS, UPWIND_SETTLES,
+                        GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT,
                         MAX_GRAIN_WEIGHT_EXPONENT, OMEGA_MAX, PROBE_BINS,
                         PROBE_CROSSINGS, PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT,
                         STREAM_INJECT_HEIGHT,
@@ -45,7 +46,9 @@ _DEFINES = cuda_defines(
     FRESH_LIFTS=np.int32(FRESH_LIFTS), PROBE_CROSSINGS=np.int32(PROBE_CROSSINGS),
     GRAIN_WEIGHT_BITS=GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT=np.uint32(GRAIN_WEIGHT_SHIFT),
     MAX_GRAIN_WEIGHT_EXPONENT=np.uint32(MAX_GRAIN_WEIGHT_EXPONENT),
-    RESPAWNS=np.int32(RESPAWNS), PROBE_HEIGHTS=np.int32(PROBE_HEIGHTS),
+    RESPAWNS=np.int32(RESPAWNS), UPWIND_SETTLES=np.int32(UPWIND_SETTLES),
+    LIFTED_EXITS=np.int32(LIFTED_EXITS), FROM_UPWIND=FROM_UPWIND,
+    PROBE_HEIGHTS=np.int32(PROBE_HEIGHTS),
     PROBE_BINS=np.int32(PROBE_BINS),
     **{name: np.uint32(value) for name, value in (
         ("STREAM_TERMINAL_SPEED", STREAM_TERMINAL_SPEED), ("STREAM_RADIUS", STREAM_RADIUS),
@@ -141,6 +144,17 @@ __device__ __forceinline__ int probe_bin(float above, float inv_h) {
     return cells < 0.0f ? 0 : (cells > (float)(PROBE_BINS - 1) ? PROBE_BINS - 1 : (int)cells);
 }
 
+// adds the sum of 2^exponent over the converged lanes where flag holds to *slot (one lane's
+// integer atomic); every lane of active takes part (the ballots' results are the same in all)
+__device__ __forceinline__ void add_weighted(int* slot, unsigned int active, bool flag,
+                                             unsigned int exponent) {
+    if (__ballot_sync(active, flag) == 0u) return;
+    int total = 0;
+    for (unsigned int k = 0u; k <= MAX_GRAIN_WEIGHT_EXPONENT; ++k)
+        total += __popc(__ballot_sync(active, flag && exponent == k)) << k;
+    if ((threadIdx.x & 31) == __ffs(active) - 1) atomicAdd(slot, total);
+}
+
 // the chance that a respawning flake enters as a grain and the exponent of the grains it
 // stands for (reference injection_share)
 __device__ __forceinline__ float injection_share(const int* __restrict__ previous,
@@ -226,9 +240,12 @@ extern "C" __global__ void initialize_flakes(
     low = fminf(low, top - h);
     float z = low + random_uniform(seed, fid, 0u, STREAM_Z) * (top - low);
     if (opened) {
+        // upwind of its target, unless that is inside the terrain (a ridge between)
         float2 start = upwind_of(x, y, z - low, vt, wx0, wy0, length_x, length_y, inflow_x,
                                  inflow_y, along_x);
-        x = start.x; y = start.y;
+        if (ground_at(height, snow, hnx, hny, hx0, hy0, spacing, start.x, start.y) < z) {
+            x = start.x; y = start.y;
+        }
     }
     float3 wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
     pos_x[n] = x; pos_y[n] = y; pos_z[n] = z;
@@ -335,7 +352,7 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         const float* __restrict__ bubble_top, float eddy_scale, float mixing_height,
         unsigned int eddy_steps, float grain_speed, int* __restrict__ grain_count,
         int count_grains, int reentry, float eddy_floor, int inflow_mode, float inflow_x,
-        float inflow_y, float fall_height, float margin, float upwind_margin,
+        float inflow_y, float margin, float upwind_margin,
         const int* __restrict__ previous_grain_count, int probing, float probe_distance,
         float inv_h, float inv_spacing, unsigned int s0, unsigned int s1, unsigned int s2,
         unsigned int s3, unsigned int s10, unsigned int s11, unsigned int s12,
@@ -511,20 +528,29 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     if (hit && !outside) atomicAdd(hit_counts + (long long)nj * hnx + ni, weight);
     bool grain_landing = hit && !outside && grains && was_grain;
     bool respawned = false;
+    // a grain from upwind that settled, a grain lifted off the terrain that ends without
+    // settling on it (left, or landed outside), and their weights' exponent
+    bool from_upwind = (respawns & FROM_UPWIND) != 0u;
+    bool upwind_settle = grain_landing && from_upwind, lifted_exit = false;
+    unsigned int exponent_now = (respawns & GRAIN_WEIGHT_BITS) >> GRAIN_WEIGHT_SHIFT;
     if (hit || z < wz0 || beyond) {
+        lifted_exit = grains && (respawns & BLOWING) != 0u && !(hit && !outside) && !from_upwind;
         unsigned int counter = (respawns & COUNT_BITS) + 1u;
         float top = wz0 + (float)nz * h;
+        z = (top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h;
         if (opened) {
             float2 target = target_xy(seed, fid, counter, wx0, wy0, length_x, length_y, open_x,
                                       open_x ? inflow_x : inflow_y, margin, upwind_margin);
-            float2 start = upwind_of(target.x, target.y, fall_height, vt, wx0, wy0, length_x,
+            // as far upwind as the wind carries it while it falls to its target's ground
+            float fall = fmaxf(z - fmaxf(ground_at(height, snow, hnx, hny, hx0, hy0, spacing,
+                                                   target.x, target.y), wz0), 0.0f);
+            float2 start = upwind_of(target.x, target.y, fall, vt, wx0, wy0, length_x,
                                      length_y, inflow_x, inflow_y, open_x);
             x = start.x; y = start.y;
         } else {
             x = wx0 + random_uniform(seed, fid, counter, STREAM_X) * length_x;
             y = wy0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y;
         }
-        z = (top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h;
         bool fresh = true;
         unsigned int exponent = 0u;
         float share = probing ? injection_share(previous_grain_count, &exponent) : 0.0f;
@@ -536,7 +562,7 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
                                        length_x, length_y, h, top, height, snow, hnx, hny,
                                        hx0, hy0, spacing);
             x = entry.x; y = entry.y; z = entry.z;
-            counter = counter | BLOWING | (exponent << GRAIN_WEIGHT_SHIFT);
+            counter = counter | BLOWING | FROM_UPWIND | (exponent << GRAIN_WEIGHT_SHIFT);
         }
         float3 spawn_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
         nvx = spawn_wind.x; nvy = spawn_wind.y; nvz = fresh ? spawn_wind.z - vt : spawn_wind.z;
@@ -559,6 +585,8 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             if (renewed != 0u) atomicAdd(grain_count + RESPAWNS, __popc(renewed));
             if (lifted != 0u) atomicAdd(grain_count + FRESH_LIFTS, __popc(lifted));
         }
+        add_weighted(grain_count + UPWIND_SETTLES, active, upwind_settle, exponent_now);
+        add_weighted(grain_count + LIFTED_EXITS, active, lifted_exit, exponent_now);
     }
 }
 
@@ -671,7 +699,7 @@ def _ground_arguments(height, snow_depth, hx0, hy0, spacing):
 def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                      respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
                      hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius, inflow_mode=0,
-                     inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+                     inflow_x=0.0, inflow_y=0.0, margin=0.0,
                      upwind_margin=0.0):
     """See kernels.reference.flakes._initialize_flat."""
     _launch("initialize_flakes", flake_id.size,
@@ -691,7 +719,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
-               inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+               inflow_x=0.0, inflow_y=0.0, margin=0.0,
                upwind_margin=0.0, previous_grain_count=None, probe_distance=0.0):
     """See kernels.reference.flakes._step_flat (one fused kernel, instantiated for whether
     the eddies and the shelter are on and whether the grids allow compact indexing)."""
@@ -728,7 +756,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                np.float32(grain_speed), hit_counts if grain_count is None else grain_count,
                np.int32(grain_count is not None and grain_speed > 0), np.int32(reentry),
                np.float32(eddy_floor), np.int32(inflow_mode), np.float32(inflow_x),
-               np.float32(inflow_y), np.float32(fall_height), np.float32(margin),
+               np.float32(inflow_y), np.float32(margin),
                np.float32(upwind_margin),
                hit_counts if previous_grain_count is None else previous_grain_count,
                np.int32(probing), np.float32(probe_distance),

@@ -7,8 +7,8 @@ Redistribution writes into a second depth array (the caller swaps the two).
 import numpy as np
 
 # One home for the footprint and the deposit's units: kernels.contract.
-from ..contract import (FOOTPRINT, FRESH_LIFTS, GRAIN_LANDINGS, MAX_LANDING_UNITS,  # noqa: F401
-                        WEIGHT_UNITS)
+from ..contract import (FOOTPRINT, FRESH_LIFTS, UPWIND_SETTLES, LIFTED_EXITS,  # noqa: F401
+                        GRAIN_LANDINGS, MAX_LANDING_UNITS, WEIGHT_UNITS)
 
 
 def deposit_scale(has_surface, volume_per_hit, node_area):
@@ -38,14 +38,28 @@ def landing_units(owed_units, nominal_units, landings):
     blowing snow, updrafts), and where it lands is where the flakes land. The same integer
     arithmetic on every backend.
 
-    With blowing-snow grains counted (``deposit_hits``' ``landing_kinds``) ``landings`` are
-    the snowfall's touches: the fresh flakes that landed or were lifted off the terrain."""
+    With blowing-snow grains counted (``deposit_hits``' ``landing_kinds``) the landings
+    also share the suspension's net inflow (``deposit_weight``)."""
     total = int(owed_units) + int(nominal_units)
     landings = int(landings)
     if landings <= 0:
         return 0, total
     units = min(total // landings, MAX_LANDING_UNITS)
     return units, total - units * landings
+
+
+def suspension_units(total_units, fresh_touches, net_grains):
+    """Units (int) the suspended drift brings onto the terrain in a step: ``net_grains``
+    (the grains from upwind that settled less the grains lifted off the terrain that left
+    it unsettled, weighted) at the snowfall's units per fresh touch, min(``total_units`` //
+    ``fresh_touches``, MAX_LANDING_UNITS), and at least -``total_units`` (0 without fresh
+    touches). A lifted grain's snow stays with the step's landings until the grain leaves;
+    a grain from upwind brings its snow when it settles (docs/drift.md, "Time-lapse
+    books"). What the landings cannot take (rounding, MAX_LANDING_UNITS) is not owed on."""
+    total, fresh = int(total_units), int(fresh_touches)
+    if fresh <= 0:
+        return 0
+    return max(min(total // fresh, MAX_LANDING_UNITS) * int(net_grains), -total)
 
 
 def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
@@ -63,14 +77,16 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
     (int64 (1,)) gains hits times units. Without, each hit weighs WEIGHT_UNITS (a plain
     deposit, no books beyond ``hit_total``).
 
-    With ``landing_kinds`` (the step's int32 grain counts, kernels.contract.GRAIN_LANDINGS
-    and FRESH_LIFTS) the snowfall is shared among the fresh flakes' touches of the terrain
-    (landings of flakes that were not grains, plus fresh flakes lifted as grains), not
-    among all landings: a grain that settles is snow the wind brought (lifted here or blown
-    in from upwind), it weighs the step's units on top of the snowfall, and a flake lifted
-    on its first touch takes its share aloft. So an obstacle that traps the blowing snow
-    does not make the snowfall on its fetch lighter. ``suspended_total`` (int64 (1,))
-    gains units times (grains settled - fresh lifts): the blowing snow's net deposit."""
+    With ``landing_kinds`` (the step's int32 grain counts, kernels.contract.GRAIN_LANDINGS,
+    FRESH_LIFTS, UPWIND_SETTLES, LIFTED_EXITS) the landings share the snowfall and the
+    suspension's net inflow (``suspension_units``: the grains from upwind that settled less
+    the lifted grains that left, at the snowfall's units per fresh touch, the fresh flakes'
+    landings plus their lifts). Every grain that is lifted or comes in and does not leave
+    settles, so in a steady storm a landing weighs the snowfall's units per fresh touch: an
+    obstacle that traps blowing snow from upwind gets it on top of the snowfall, and its
+    fetch keeps the snowfall. What the grains aloft carry is not held back: while the
+    suspension builds up at a storm's start the landings weigh more. ``suspended_total``
+    (int64 (1,)) gains what the suspension's share added: the blowing snow's net inflow."""
     check_books(weighted_total, ledger, next_ledger, landing_kinds, suspended_total)
     hits = int(hit_counts.sum(dtype=np.int64))
     hit_total[0] += hits
@@ -104,15 +120,23 @@ def check_books(weighted_total, ledger, next_ledger, landing_kinds=None, suspend
 
 
 def deposit_weight(hit_total, hits, ledger, nominal_units, landing_kinds=None):
-    """(units per hit, landings, units owed after, grains settled - fresh lifts) of
+    """(units per hit, landings, units owed after, the suspension's units) of
     ``deposit_hits`` once the hits are in ``hit_total`` (host arrays)."""
     if ledger is None:
         return WEIGHT_UNITS, hits, 0, 0
     landings = int(hit_total[0]) - int(ledger[1])
     suspended = 0
     if landing_kinds is not None:
-        suspended = int(landing_kinds[GRAIN_LANDINGS]) - int(landing_kinds[FRESH_LIFTS])
-    units, owed = landing_units(ledger[0], nominal_units, landings - suspended)
+        fresh = landings - int(landing_kinds[GRAIN_LANDINGS]) + int(landing_kinds[FRESH_LIFTS])
+        net = int(landing_kinds[UPWIND_SETTLES]) - int(landing_kinds[LIFTED_EXITS])
+        suspension = suspension_units(int(ledger[0]) + int(nominal_units), fresh, net)
+    units, owed = landing_units(ledger[0], nominal_units, landings)
+    if landing_kinds is not None and landings > 0:
+        # the snowfall's share first (it alone is owed on), then the suspension's on top
+        shared = min((int(ledger[0]) + int(nominal_units) + suspension) // landings,
+                     MAX_LANDING_UNITS)
+        suspended = (shared - units) * landings
+        units = shared
     return units, landings, owed, suspended
 
 
@@ -124,7 +148,7 @@ def book_deposit(units, landings, owed, hit_total, weighted_total, next_ledger, 
         next_ledger[0] = np.int64(owed)
         next_ledger[1] = hit_total[0]
         if suspended_total is not None:
-            suspended_total[0] += np.int64(units) * np.int64(suspended)
+            suspended_total[0] += np.int64(suspended)
     next_hit_counts[...] = 0
     if next_grain_count is not None:
         next_grain_count[...] = 0

@@ -46,8 +46,9 @@ from .sampling import sample_bilinear, sample_wind
 
 # One home for the streams and constants: kernels.contract.
 from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS,  # noqa: F401
-                        FRESH_LIFTS, GRAIN_LANDINGS, GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT,
-                        GRAINS_ALOFT, MAX_GRAIN_WEIGHT_EXPONENT, PROBE_BINS,
+                        FRESH_LIFTS, FROM_UPWIND, GRAIN_LANDINGS, GRAIN_WEIGHT_BITS,
+                        GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT, LIFTED_EXITS, UPWIND_SETTLES,
+                        MAX_GRAIN_WEIGHT_EXPONENT, PROBE_BINS,
                         PROBE_CROSSINGS, PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT,
                         STREAM_INJECT_HEIGHT,
                         OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
@@ -147,14 +148,15 @@ def _upwind_of(x, y, fall, vt, wx0, wy0, length_x, length_y, inflow_x, inflow_y)
 def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                      respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
                      hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius, inflow_mode=0,
-                     inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+                     inflow_x=0.0, inflow_y=0.0, margin=0.0,
                      upwind_margin=0.0):
     """Place every flake (counter 0): XY uniform over the wind domain, z uniform between
     the ground (+ a small margin) and the top, velocity = local wind + (0, 0, -Vt). With an
     open upwind fetch (``inflow_mode`` OPEN_SNOWFIELD or BARE_GROUND) the XY point drawn is
     the flake's landing target, uniform over the domain lengthened by ``margin`` m at both
     ends along the wind's axis, and the flake starts (z - ground) * (inflow_x, inflow_y) /
-    Vt upwind of it (``step_flakes``)."""
+    Vt upwind of it (``step_flakes``), or above it where that point is below the ground (a
+    ridge between)."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     h = f32(cell_size)
     top = f32(f32(wz0) + f32(nz) * h)
@@ -171,9 +173,12 @@ def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
     z = (low + random_uniform(seed, flake_id, 0, STREAM_Z) * (top - low)).astype(np.float32)
     if opened:
         # a flake above its landing target starts as far upwind as the wind carries it
-        # while it falls to the ground there
+        # while it falls to the ground there, unless that is inside the terrain upwind (a
+        # ridge between): then it starts above its target
         fall = (z - low).astype(np.float32)
-        x, y = _upwind_of(x, y, fall, vt, wx0, wy0, length_x, length_y, inflow_x, inflow_y)
+        sx, sy = _upwind_of(x, y, fall, vt, wx0, wy0, length_x, length_y, inflow_x, inflow_y)
+        clear = _ground(height, snow_depth, hx0, hy0, spacing, sx, sy) < z
+        x, y = np.where(clear, sx, x), np.where(clear, sy, y)
     wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
     pos_x[:], pos_y[:], pos_z[:] = x, y, z
     vel_x[:], vel_y[:], vel_z[:] = wind_x, wind_y, wind_z - vt
@@ -250,7 +255,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                heading_x=1.0, heading_y=0.0, lift_strength=0.0, step_index=0,
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
-               inflow_x=0.0, inflow_y=0.0, fall_height=0.0, margin=0.0,
+               inflow_x=0.0, inflow_y=0.0, margin=0.0,
                upwind_margin=0.0, previous_grain_count=None, probe_distance=0.0):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
@@ -267,7 +272,9 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     they settle, and
     ``grain_count`` (int32 (GRAIN_COUNT_SLOTS,), when given) gains the number of grains
     aloft after the step (StepDiagnostics.grains_aloft), of grains that settled on the
-    terrain and of fresh flakes lifted off it (kernels.contract.GRAINS_ALOFT ...).
+    terrain, of fresh flakes lifted off it, of grains from upwind that settled on the
+    terrain and of grains lifted off it that ended without settling on it
+    (kernels.contract.GRAINS_ALOFT ...).
 
     With ``inflow_mode`` OPEN_SNOWFIELD or BARE_GROUND the domain is a piece of an open
     landscape along the wind's axis (x when |inflow_x| >= |inflow_y|; across it the flakes
@@ -277,10 +284,10 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     again there, the blowing snow of the open fetch), and it respawns without a hit once
     it is downwind of the domain. A flake respawns above its landing target
     (``_target_xy``: uniform over the domain lengthened by ``margin`` m at both ends along
-    the axis and ``upwind_margin`` m more upwind) moved upwind by ``fall_height`` * (inflow_x, inflow_y) / Vt (m; ``inflow``
-    the wind before gusts, m/s, ``fall_height`` the mean fall from the spawn layer to the
-    ground), so that the snowfall lands on every part of the terrain, its upwind edge
-    too, as from the sky over an endless snowfield.
+    the axis and ``upwind_margin`` m more upwind) moved upwind by its fall to the ground
+    at the target times (inflow_x, inflow_y) / Vt (m; ``inflow`` the wind before gusts,
+    m/s), so that the snowfall lands on every part of the terrain, its upwind edge too, as
+    from the sky over an endless snowfield.
 
     With OPEN_SNOWFIELD, grains, ``grain_count`` and ``previous_grain_count`` (the last
     step's counts) and ``probe_distance`` > 0 (m), the suspended snow comes in across the
@@ -436,8 +443,16 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     np.add.at(hit_counts, (nj[landed], ni[landed]), weight[landed])
     if grains and grain_count is not None:
         grain_count[GRAIN_LANDINGS] += np.int32(weight[landed & was_grain].sum())
+        from_upwind = (respawn_count & FROM_UPWIND) != 0
+        grain_count[UPWIND_SETTLES] += np.int32(weight[landed & was_grain & from_upwind].sum())
         grain_count[FRESH_LIFTS] += np.int32(np.count_nonzero(lifted & ~was_grain & ~outside))
     respawn = hit | (z < f32(wz0)) | beyond
+    if grains and grain_count is not None:
+        # grains lifted off the terrain that end here without settling on it: they left the
+        # domain or landed outside it (a fresh flake lifted in this step counts too)
+        exits = respawn & ~landed & ((respawn_count & BLOWING) != 0) & \
+            ((respawn_count & FROM_UPWIND) == 0)
+        grain_count[LIFTED_EXITS] += np.int32(weight[exits].sum())
 
     pos_x[:], pos_y[:], pos_z[:] = x, y, z
     vel_x[:], vel_y[:], vel_z[:] = nvx, nvy, nvz
@@ -445,16 +460,19 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     if np.any(respawn):
         ids = flake_id[respawn]
         counter = ((respawn_count[respawn] & COUNT_BITS) + np.uint32(1)).astype(np.uint32)
+        top = f32(f32(wz0) + f32(nz) * h)
+        sz = ((top - h) + random_uniform(seed, ids, counter, STREAM_Z) * h).astype(np.float32)
         if opened:
             sx, sy = _target_xy(seed, ids, counter, wx0, wy0, length_x, length_y, inflow_x,
                                 inflow_y, margin, upwind_margin)
-            sx, sy = _upwind_of(sx, sy, np.full(ids.shape, f32(fall_height), np.float32),
-                                vt[respawn], wx0, wy0, length_x, length_y, inflow_x, inflow_y)
+            # as far upwind as the wind carries it while it falls to its target's ground
+            fall = np.maximum(sz - np.maximum(_ground(height, snow_depth, hx0, hy0, spacing,
+                                                      sx, sy), f32(wz0)), f32(0.0))
+            sx, sy = _upwind_of(sx, sy, fall.astype(np.float32), vt[respawn], wx0, wy0,
+                                length_x, length_y, inflow_x, inflow_y)
         else:
             sx, sy = _spawn_xy(seed, ids, counter, wx0, wy0, f32(f32(nx) * h),
                                f32(f32(ny) * h))
-        top = f32(f32(wz0) + f32(nz) * h)
-        sz = ((top - h) + random_uniform(seed, ids, counter, STREAM_Z) * h).astype(np.float32)
         swx, swy, swz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, sx, sy, sz)
         swz = (swz - vt[respawn]).astype(np.float32)
         if probing:
@@ -468,7 +486,8 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                 sx[enter], sy[enter], sz[enter] = ex, ey, ez
                 swx[enter], swy[enter], swz[enter] = sample_wind(u, v, w, wx0, wy0, wz0,
                                                                  cell_size, ex, ey, ez)
-                counter[enter] |= BLOWING | np.uint32(exponent << GRAIN_WEIGHT_SHIFT)
+                counter[enter] |= (BLOWING | FROM_UPWIND
+                                   | np.uint32(exponent << GRAIN_WEIGHT_SHIFT))
         pos_x[respawn], pos_y[respawn], pos_z[respawn] = sx, sy, sz
         vel_x[respawn], vel_y[respawn] = swx, swy
         vel_z[respawn] = swz

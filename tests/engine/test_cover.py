@@ -8,6 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from snowfall.kernels.contract import (FRESH_LIFTS, GRAIN_COUNT_SLOTS, GRAIN_LANDINGS,
+                                       GRAINS_ALOFT, LIFTED_EXITS, UPWIND_SETTLES)
 from snowfall.kernels.cpu import cover as cpu_cover
 from snowfall.kernels.reference import cover as ref_cover
 from snowfall.kernels.reference.cover import WEIGHT_UNITS
@@ -219,23 +221,27 @@ def test_imposed_deposit_shares_out_steps_without_landings_and_caps(backend, max
 
 
 @pytest.mark.parametrize("backend, max_grid_rows", _BOOKS_BUILDS, indirect=["backend"])
-def test_settled_grains_add_to_the_snowfall_instead_of_thinning_it(backend, max_grid_rows):
-    """With the step's grain counts the snowfall is shared among the fresh touches (fresh
-    landings plus fresh flakes lifted as grains), not among all landings: grains that
-    settle (blown in, or lifted earlier) weigh the same units on top, so a trap that
-    catches blowing snow leaves each fresh landing its weight. The books: the snowfall
-    (weighted - suspended) is the nominal, suspended = units x (settled - lifted), the
-    same on every build."""
+def test_the_suspension_adds_its_net_inflow_and_holds_nothing_back(backend, max_grid_rows):
+    """With the step's grain counts the landings share the snowfall and the suspension's
+    net inflow (grains from upwind that settled less lifted grains that left, at the
+    snowfall's units per fresh touch): in a steady storm (the lifted grains settle or
+    leave) each landing weighs the snowfall per fresh touch, so a trap that catches blowing
+    snow from upwind gets it on top and leaves each fresh landing its weight; while the
+    suspension builds up (fewer settle than are lifted) the landings weigh more, so no
+    snow is held back aloft. The books: the snowfall (weighted - suspended, plus what is
+    owed) is the nominal in full, the same on every build."""
     kernels, xp, bands = backend.kernel_module("cover"), backend.xp, _bands(backend, max_grid_rows)
     shape = (40, 60)
     surface = np.ones(shape, bool)
     scale = ref_cover.deposit_scale(surface, 0.01, 0.25)
     nominal = 100 * ref_cover.WEIGHT_UNITS
     rng = np.random.default_rng(4)
-    # (landings, settled grains among them, fresh lifts): fresh touches 100 every step
-    steps = [(100, 0, 0), (150, 50, 0), (80, 0, 20), (130, 60, 30)]
+    # (landings, settled grains among them, fresh lifts, settled grains from upwind, lifted
+    # grains that left): 100 fresh touches every step; steady, steady with grains from
+    # upwind trapped, building up, lifted grains leaving
+    steps = [(100, 0, 0, 0, 0), (150, 50, 0, 50, 0), (80, 0, 20, 0, 0), (130, 60, 30, 10, 40)]
     step_hits = []
-    for landings, _settled, _lifted in steps:
+    for landings, *_kinds in steps:
         hits = np.zeros(shape, np.int32)
         np.add.at(hits.ravel(), rng.integers(0, hits.size, landings), 1)
         step_hits.append(hits)
@@ -245,28 +251,36 @@ def test_settled_grains_add_to_the_snowfall_instead_of_thinning_it(backend, max_
         depth, total = xp_.zeros(shape, xp_.float32), xp_.zeros(1, xp_.int64)
         weighted, suspended = xp_.zeros(1, xp_.int64), xp_.zeros(1, xp_.int64)
         ledger, spare = xp_.zeros(2, xp_.int64), xp_.zeros(2, xp_.int64)
-        counts, next_counts = xp_.zeros(3, xp_.int32), xp_.ones(3, xp_.int32)
+        counts = xp_.zeros(GRAIN_COUNT_SLOTS, xp_.int32)
+        next_counts = xp_.ones(GRAIN_COUNT_SLOTS, xp_.int32)
         books = []
-        for (landings, settled, lifted), hits in zip(steps, step_hits):
-            counts[...] = xp_.asarray(np.array([7, settled, lifted], np.int32))
+        for (landings, settled, lifted, from_upwind, left), hits in zip(steps, step_hits):
+            step_counts = np.zeros(GRAIN_COUNT_SLOTS, np.int32)
+            slots = [GRAINS_ALOFT, GRAIN_LANDINGS, FRESH_LIFTS, UPWIND_SETTLES, LIFTED_EXITS]
+            step_counts[slots] = [7, settled, lifted, from_upwind, left]
+            counts[...] = xp_.asarray(step_counts)
             next_counts[...] = 1
             module.deposit_hits(xp_.asarray(hits), xp_.asarray(scale), xp_.asarray(surface),
                                 depth, total, xp_.zeros(shape, xp_.int32), weighted, ledger,
                                 spare, nominal, next_counts, counts, suspended, **options)
-            assert [int(c) for c in host(next_counts)] == [0, 0, 0]
+            assert not np.asarray(host(next_counts)).any()
             ledger, spare = spare, ledger
             books.append((int(weighted[0]), int(suspended[0]), int(ledger[0])))
         results.append((host(depth), books))
     assert results[1][1] == results[0][1]
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6, atol=1e-7)
-    units = ref_cover.WEIGHT_UNITS                      # nominal / 100 fresh touches, exactly
-    expected_weighted = expected_suspended = 0
-    for (landings, settled, lifted), (weighted, suspended, owed) in zip(steps, results[0][1]):
-        expected_weighted += units * landings
-        expected_suspended += units * (settled - lifted)
-        assert (weighted, suspended, owed) == (expected_weighted, expected_suspended, 0)
-    # every step's snowfall landed in full: weighted - suspended = the nominal per step
-    assert results[0][1][-1][0] - results[0][1][-1][1] == len(steps) * nominal
+    per_touch = ref_cover.WEIGHT_UNITS                  # nominal / 100 fresh touches, exactly
+    weights, before = [], 0
+    for (landings, *_kinds), (weighted, _suspended, _owed) in zip(steps, results[0][1]):
+        weights.append((weighted - before) / landings)
+        before = weighted
+    assert weights[0] == weights[1] == per_touch         # steady: trapped grains on top
+    assert weights[2] > per_touch                        # building up: nothing held aloft
+    assert weights[3] < per_touch                        # the exits took snow out
+    weighted, suspended, owed = results[0][1][-1]
+    assert weighted - suspended + owed == len(steps) * nominal      # the snowfall in full
+    net_inflow = sum(per_touch * (from_upwind - left) for *_, from_upwind, left in steps)
+    assert abs(suspended - net_inflow) <= sum(landings for landings, *_ in steps)
     with pytest.raises(ValueError, match="together"):       # half the grains' books
         kernels.deposit_hits(xp.zeros(shape, xp.int32), xp.asarray(scale), xp.asarray(surface),
                              xp.zeros(shape, xp.float32), xp.zeros(1, xp.int64),
