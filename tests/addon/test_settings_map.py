@@ -66,11 +66,11 @@ def test_side_walls_map_and_default_to_the_engines(addon):
 
 
 def test_upwind_fetch_maps_and_defaults_to_the_engines(addon):
-    """Upwind Fetch: the engine's default (the open snowfield); each choice reaches
+    """Upwind Fetch: the engine's default (the wrap-around); each choice reaches
     SnowSettings."""
     scene = addon
     props = scene.snowfall
-    assert props.upwind_fetch == SnowSettings().upwind_fetch == "open_snowfield"
+    assert props.upwind_fetch == SnowSettings().upwind_fetch == "wrap"
     for choice in ("bare_ground", "wrap", "open_snowfield"):
         props.upwind_fetch = choice
         assert to_snow_settings(props, scene).upwind_fetch == choice
