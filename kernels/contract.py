@@ -317,14 +317,12 @@ class Inflow(NamedTuple):
     """Where the flakes come from along the wind (settings.upwind_fetch): ``mode`` WRAP
     (they wrap around the domain) or OPEN_SNOWFIELD / BARE_GROUND (an open landscape: a
     flake respawns above a landing target spread ``margin`` m beyond both ends along the
-    wind and ``upwind_margin`` m more upwind, moved upwind by its fall to the ground there
-    (m) times (``wind_x``, ``wind_y``) / its terminal speed; ``wind_*`` the wind before
-    gusts, m/s)."""
+    wind, moved upwind by its fall to the ground there (m) times (``wind_x``, ``wind_y``) /
+    its terminal speed; ``wind_*`` the wind before gusts, m/s)."""
     mode: int = WRAP
     wind_x: float = 0.0
     wind_y: float = 0.0
     margin: float = 0.0
-    upwind_margin: float = 0.0
 
 
 #: The flakes wrap around the domain (no open upwind fetch).
@@ -355,8 +353,7 @@ def _inflow_keywords(inflow: Inflow) -> dict:
     if inflow.mode == WRAP:
         return {}
     return {"inflow_mode": inflow.mode, "inflow_x": inflow.wind_x, "inflow_y": inflow.wind_y,
-            "margin": inflow.margin,
-            "upwind_margin": inflow.upwind_margin}
+            "margin": inflow.margin}
 
 
 def flake_kernels(initialize_flat, step_flat) -> tuple:

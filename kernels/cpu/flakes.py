@@ -67,21 +67,17 @@ def _wrap(coordinate, origin, length):
 
 
 @numba.njit(inline="always", cache=True)
-def _target_xy(seed, fid, counter, x0, y0, length_x, length_y, along_x, ahead, margin,
-               upwind_margin):
-    """See kernels.reference.flakes._target_xy (one flake; ``ahead`` the inflow along the
-    axis)."""
+def _target_xy(seed, fid, counter, x0, y0, length_x, length_y, along_x, margin):
+    """See kernels.reference.flakes._target_xy (one flake)."""
     rx = random_uniform(seed, fid, counter, STREAM_X)
     ry = random_uniform(seed, fid, counter, STREAM_Y)
-    zero = np.float32(0.0)
-    before = np.float32(margin + (upwind_margin if ahead > zero else zero))
-    after = np.float32(margin + (upwind_margin if ahead < zero else zero))
+    m = np.float32(margin)
     if along_x:
-        low = np.float32(x0 - before)
-        span = np.float32(length_x + np.float32(before + after))
+        low = np.float32(x0 - m)
+        span = np.float32(length_x + np.float32(m + m))
         return np.float32(low + np.float32(rx * span)), np.float32(y0 + np.float32(ry * length_y))
-    low = np.float32(y0 - before)
-    span = np.float32(length_y + np.float32(before + after))
+    low = np.float32(y0 - m)
+    span = np.float32(length_y + np.float32(m + m))
     return np.float32(x0 + np.float32(rx * length_x)), np.float32(low + np.float32(ry * span))
 
 
@@ -152,22 +148,20 @@ def _entry_point(seed, fid, counter, previous_grain_count, open_x, origin, lengt
 def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                      respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
                      hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius, inflow_mode=0,
-                     inflow_x=0.0, inflow_y=0.0, margin=0.0,
-                     upwind_margin=0.0):
+                     inflow_x=0.0, inflow_y=0.0, margin=0.0):
     """See kernels.reference.flakes._initialize_flat."""
     _initialize_flakes(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                        respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
                        hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius,
                        int(inflow_mode) in (OPEN_SNOWFIELD, BARE_GROUND), np.float32(inflow_x),
-                       np.float32(inflow_y), np.float32(margin), np.float32(upwind_margin))
+                       np.float32(inflow_y), np.float32(margin))
 
 
 @numba.njit(cache=True, nogil=True)
 def _initialize_flakes_share(share_index, shares, flake_id, pos_x, pos_y, pos_z, vel_x, vel_y,
                              vel_z, phase, respawn_count, u, v, w, wx0, wy0, wz0, cell_size,
                              height, snow_depth, hx0, hy0, spacing, seed, vt_min, vt_max,
-                             spiral_radius, opened, inflow_x, inflow_y, margin,
-                             upwind_margin):
+                             spiral_radius, opened, inflow_x, inflow_y, margin):
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     h = np.float32(cell_size)
     x0, y0, z0 = np.float32(wx0), np.float32(wy0), np.float32(wz0)
@@ -179,8 +173,7 @@ def _initialize_flakes_share(share_index, shares, flake_id, pos_x, pos_y, pos_z,
         fid = flake_id[n]
         vt, _radius, _omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
         if opened:
-            x, y = _target_xy(seed, fid, 0, x0, y0, length_x, length_y, along_x,
-                              inflow_x if along_x else inflow_y, margin, upwind_margin)
+            x, y = _target_xy(seed, fid, 0, x0, y0, length_x, length_y, along_x, margin)
         else:
             x = np.float32(x0 + random_uniform(seed, fid, 0, STREAM_X) * length_x)
             y = np.float32(y0 + random_uniform(seed, fid, 0, STREAM_Y) * length_y)
@@ -286,7 +279,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
                inflow_x=0.0, inflow_y=0.0, margin=0.0,
-               upwind_margin=0.0, previous_grain_count=None, probe_distance=0.0):
+               previous_grain_count=None, probe_distance=0.0):
     """See kernels.reference.flakes._step_flat. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
     ahead = inflow_y if abs(np.float32(inflow_x)) < abs(np.float32(inflow_y)) else inflow_x
@@ -317,8 +310,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                  np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                  np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count,
                  reentry, np.float32(eddy_floor), int(inflow_mode), np.float32(inflow_x),
-                 np.float32(inflow_y), np.float32(margin),
-                 np.float32(upwind_margin), probing, np.float32(injection), np.uint32(exponent),
+                 np.float32(inflow_y), np.float32(margin), probing, np.float32(injection), np.uint32(exponent),
                  np.float32(probe_distance),
                  previous_grain_count if probing else _NO_COUNT)
     _gather_hits(hit_nodes, hits_in_chunk, hit_counts, grains_in_chunk,
@@ -333,7 +325,7 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                        ustar_per_speed, threshold, heading_x, heading_y, lift_strength,
                        step_index, shelter, bubble_top, eddy_scale, mixing_height, eddy_steps,
                        grain_speed, grain_count, reentry, eddy_floor, inflow_mode, inflow_x,
-                       inflow_y, margin, upwind_margin, probing, injection, exponent,
+                       inflow_y, margin, probing, injection, exponent,
                        probe_distance, previous_grain_count):
     """Chunk ``c`` of ``chunks`` of the flakes (see step_flakes): its hits' node indices
     go to ``hit_nodes`` (node index * 8 + the exponent of the grains it stands for) from the
@@ -495,7 +487,7 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
             z = np.float32(np.float32(top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h)
             if opened:
                 x, y = _target_xy(seed, fid, counter, x0, y0, length_x, length_y, open_x,
-                                  ahead, margin, upwind_margin)
+                                  margin)
                 # as far upwind as the wind carries it while it falls to its target's ground
                 fall = max(np.float32(z - max(_ground(height, snow_depth, hx, hy, spacing, x, y),
                                               z0)), np.float32(0.0))

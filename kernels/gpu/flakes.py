@@ -118,18 +118,16 @@ __device__ __forceinline__ float wrap_coordinate(float c, float origin, float le
 // the landing target of a (re)spawned flake with an open fetch (reference _target_xy)
 __device__ __forceinline__ float2 target_xy(unsigned int seed, unsigned int fid,
         unsigned int counter, float x0, float y0, float length_x, float length_y, bool along_x,
-        float ahead, float margin, float upwind_margin) {
+        float margin) {
     float rx = random_uniform(seed, fid, counter, STREAM_X);
     float ry = random_uniform(seed, fid, counter, STREAM_Y);
-    float before = margin + (ahead > 0.0f ? upwind_margin : 0.0f);
-    float after = margin + (ahead < 0.0f ? upwind_margin : 0.0f);
     if (along_x) {
-        float low = x0 - before;
-        float span = length_x + (before + after);
+        float low = x0 - margin;
+        float span = length_x + (margin + margin);
         return make_float2(low + rx * span, y0 + ry * length_y);
     }
-    float low = y0 - before;
-    float span = length_y + (before + after);
+    float low = y0 - margin;
+    float span = length_y + (margin + margin);
     return make_float2(x0 + rx * length_x, low + ry * span);
 }
 
@@ -218,7 +216,7 @@ extern "C" __global__ void initialize_flakes(
         const float* __restrict__ height, const float* __restrict__ snow, int hnx, int hny,
         float hx0, float hy0, float spacing, unsigned int seed, float vt_min, float vt_max,
         float spiral_radius, int opened, float inflow_x, float inflow_y, float margin,
-        float upwind_margin, int count) {
+        int count) {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= count) return;
     unsigned int fid = flake_id[n];
@@ -229,7 +227,7 @@ extern "C" __global__ void initialize_flakes(
     float x, y;
     if (opened) {
         float2 target = target_xy(seed, fid, 0u, wx0, wy0, length_x, length_y, along_x,
-                                  along_x ? inflow_x : inflow_y, margin, upwind_margin);
+                                  margin);
         x = target.x; y = target.y;
     } else {
         x = wx0 + random_uniform(seed, fid, 0u, STREAM_X) * length_x;
@@ -352,7 +350,7 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         const float* __restrict__ bubble_top, float eddy_scale, float mixing_height,
         unsigned int eddy_steps, float grain_speed, int* __restrict__ grain_count,
         int count_grains, int reentry, float eddy_floor, int inflow_mode, float inflow_x,
-        float inflow_y, float margin, float upwind_margin,
+        float inflow_y, float margin,
         const int* __restrict__ previous_grain_count, int probing, float probe_distance,
         float inv_h, float inv_spacing, unsigned int s0, unsigned int s1, unsigned int s2,
         unsigned int s3, unsigned int s10, unsigned int s11, unsigned int s12,
@@ -540,7 +538,7 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         z = (top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h;
         if (opened) {
             float2 target = target_xy(seed, fid, counter, wx0, wy0, length_x, length_y, open_x,
-                                      open_x ? inflow_x : inflow_y, margin, upwind_margin);
+                                      margin);
             // as far upwind as the wind carries it while it falls to its target's ground
             float fall = fmaxf(z - fmaxf(ground_at(height, snow, hnx, hny, hx0, hy0, spacing,
                                                    target.x, target.y), wz0), 0.0f);
@@ -699,8 +697,7 @@ def _ground_arguments(height, snow_depth, hx0, hy0, spacing):
 def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                      respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
                      hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius, inflow_mode=0,
-                     inflow_x=0.0, inflow_y=0.0, margin=0.0,
-                     upwind_margin=0.0):
+                     inflow_x=0.0, inflow_y=0.0, margin=0.0):
     """See kernels.reference.flakes._initialize_flat."""
     _launch("initialize_flakes", flake_id.size,
             (flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count)
@@ -708,8 +705,7 @@ def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
             + _ground_arguments(height, snow_depth, hx0, hy0, spacing)
             + (np.uint32(seed), np.float32(vt_min), np.float32(vt_max), np.float32(spiral_radius),
                np.int32(int(inflow_mode) in (OPEN_SNOWFIELD, BARE_GROUND)),
-               np.float32(inflow_x), np.float32(inflow_y), np.float32(margin),
-               np.float32(upwind_margin)))
+               np.float32(inflow_x), np.float32(inflow_y), np.float32(margin)))
 
 
 def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
@@ -720,7 +716,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
                inflow_x=0.0, inflow_y=0.0, margin=0.0,
-               upwind_margin=0.0, previous_grain_count=None, probe_distance=0.0):
+               previous_grain_count=None, probe_distance=0.0):
     """See kernels.reference.flakes._step_flat (one fused kernel, instantiated for whether
     the eddies and the shelter are on and whether the grids allow compact indexing)."""
     reentry = surface_x is not None
@@ -757,7 +753,6 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                np.int32(grain_count is not None and grain_speed > 0), np.int32(reentry),
                np.float32(eddy_floor), np.int32(inflow_mode), np.float32(inflow_x),
                np.float32(inflow_y), np.float32(margin),
-               np.float32(upwind_margin),
                hit_counts if previous_grain_count is None else previous_grain_count,
                np.int32(probing), np.float32(probe_distance),
                # 1 / cell_size and 1 / spacing as the kernels' own float32 divisions give them

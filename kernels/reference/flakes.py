@@ -103,31 +103,19 @@ def _spawn_xy(seed, flake_id, counter, wx0, wy0, length_x, length_y):
 # same snowfall, no blowing snow from upwind).
 
 
-def _margins(ahead, margin, upwind_margin):
-    """(before, after) float32 m: the target range's margins before the domain's first and
-    after its last coordinate along the wind's axis; ``upwind_margin`` more on the side the
-    wind comes from (``ahead``: the inflow along the axis)."""
-    m, extra, zero = f32(margin), f32(upwind_margin), f32(0.0)
-    before = f32(m + (extra if f32(ahead) > zero else zero))
-    after = f32(m + (extra if f32(ahead) < zero else zero))
-    return before, after
-
-
 def _target_xy(seed, flake_id, counter, wx0, wy0, length_x, length_y, inflow_x, inflow_y,
-               margin, upwind_margin=0.0):
+               margin):
     """The landing target of a (re)spawned flake with an open fetch: uniform over the wind
     domain lengthened by ``margin`` m at both ends along the wind's axis (x when |inflow_x|
-    >= |inflow_y|), and by ``upwind_margin`` m more at its upwind end, across it over the
-    domain."""
+    >= |inflow_y|), across it over the domain."""
     rx = random_uniform(seed, flake_id, counter, STREAM_X)
     ry = random_uniform(seed, flake_id, counter, STREAM_Y)
+    m = f32(margin)
     if abs(f32(inflow_x)) >= abs(f32(inflow_y)):
-        before, after = _margins(inflow_x, margin, upwind_margin)
-        low, span = f32(f32(wx0) - before), f32(f32(length_x) + f32(before + after))
+        low, span = f32(f32(wx0) - m), f32(f32(length_x) + f32(m + m))
         return ((low + (rx * span).astype(np.float32)).astype(np.float32),
                 (f32(wy0) + (ry * f32(length_y)).astype(np.float32)).astype(np.float32))
-    before, after = _margins(inflow_y, margin, upwind_margin)
-    low, span = f32(f32(wy0) - before), f32(f32(length_y) + f32(before + after))
+    low, span = f32(f32(wy0) - m), f32(f32(length_y) + f32(m + m))
     return ((f32(wx0) + (rx * f32(length_x)).astype(np.float32)).astype(np.float32),
             (low + (ry * span).astype(np.float32)).astype(np.float32))
 
@@ -148,8 +136,7 @@ def _upwind_of(x, y, fall, vt, wx0, wy0, length_x, length_y, inflow_x, inflow_y)
 def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                      respawn_count, u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth,
                      hx0, hy0, spacing, seed, vt_min, vt_max, spiral_radius, inflow_mode=0,
-                     inflow_x=0.0, inflow_y=0.0, margin=0.0,
-                     upwind_margin=0.0):
+                     inflow_x=0.0, inflow_y=0.0, margin=0.0):
     """Place every flake (counter 0): XY uniform over the wind domain, z uniform between
     the ground (+ a small margin) and the top, velocity = local wind + (0, 0, -Vt). With an
     open upwind fetch (``inflow_mode`` OPEN_SNOWFIELD or BARE_GROUND) the XY point drawn is
@@ -165,7 +152,7 @@ def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
     opened = int(inflow_mode) in (OPEN_SNOWFIELD, BARE_GROUND)
     if opened:
         x, y = _target_xy(seed, flake_id, 0, wx0, wy0, length_x, length_y, inflow_x, inflow_y,
-                          margin, upwind_margin)
+                          margin)
     else:
         x, y = _spawn_xy(seed, flake_id, 0, wx0, wy0, length_x, length_y)
     low = np.maximum(_ground(height, snow_depth, hx0, hy0, spacing, x, y), f32(wz0)) + SPAWN_MARGIN * h
@@ -256,7 +243,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
                inflow_x=0.0, inflow_y=0.0, margin=0.0,
-               upwind_margin=0.0, previous_grain_count=None, probe_distance=0.0):
+               previous_grain_count=None, probe_distance=0.0):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
     ``hit_counts[ny, nx]`` at the nearest node, or at the foot of a wall it struck, then
@@ -284,7 +271,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     again there, the blowing snow of the open fetch), and it respawns without a hit once
     it is downwind of the domain. A flake respawns above its landing target
     (``_target_xy``: uniform over the domain lengthened by ``margin`` m at both ends along
-    the axis and ``upwind_margin`` m more upwind) moved upwind by its fall to the ground
+    the axis) moved upwind by its fall to the ground
     at the target times (inflow_x, inflow_y) / Vt (m; ``inflow`` the wind before gusts,
     m/s), so that the snowfall lands on every part of the terrain, its upwind edge too, as
     from the sky over an endless snowfield.
@@ -464,7 +451,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
         sz = ((top - h) + random_uniform(seed, ids, counter, STREAM_Z) * h).astype(np.float32)
         if opened:
             sx, sy = _target_xy(seed, ids, counter, wx0, wy0, length_x, length_y, inflow_x,
-                                inflow_y, margin, upwind_margin)
+                                inflow_y, margin)
             # as far upwind as the wind carries it while it falls to its target's ground
             fall = np.maximum(sz - np.maximum(_ground(height, snow_depth, hx0, hy0, spacing,
                                                       sx, sy), f32(wz0)), f32(0.0))

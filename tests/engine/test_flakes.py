@@ -56,8 +56,7 @@ def state_arrays(n, x, y, z, vx=0.0, vy=0.0, vz=0.0):
 
 
 _INFLOW_FIELDS = {"inflow_mode": "mode", "inflow_x": "wind_x", "inflow_y": "wind_y",
-                  "margin": "margin",
-                  "upwind_margin": "upwind_margin"}
+                  "margin": "margin"}
 
 
 def _inflow(keywords):

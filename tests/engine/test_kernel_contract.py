@@ -147,7 +147,7 @@ def test_the_flake_records_unpack_to_the_flat_defaults():
     positional, keywords = contract.flat_step_arguments(state, wind, ground, law, 0.1, "hits")
     assert keywords == {}
     assert positional[21:] == ("hits", 3, 1.0, 2.0, 0.5, 9.81, 0.1)
-    inflow = contract.Inflow(contract.OPEN_SNOWFIELD, 6.0, 0.0, 5.0, 100.0)
+    inflow = contract.Inflow(contract.OPEN_SNOWFIELD, 6.0, 0.0, 5.0)
     blowing = contract.BlowingSnow(arrays[0], arrays[1], step_index=7)
     _, keywords = contract.flat_step_arguments(state, wind, ground, law, 0.1, "hits", blowing,
                                                inflow, "grains")

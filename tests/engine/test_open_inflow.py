@@ -28,8 +28,7 @@ MODES = [ref_flakes.OPEN_SNOWFIELD, ref_flakes.BARE_GROUND]
 def inflow(mode, heading):
     """Kernel arguments of an open fetch with the wind (m/s) ``heading``."""
     return {"inflow_mode": mode, "inflow_x": np.float32(heading[0]),
-            "inflow_y": np.float32(heading[1]), "margin": np.float32(2.5),
-            "upwind_margin": np.float32(4.0)}
+            "inflow_y": np.float32(heading[1]), "margin": np.float32(2.5)}
 
 
 def probe_arguments():
