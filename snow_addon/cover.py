@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..kernels.contract import (GRAIN_COUNT_SLOTS, GRAINS_ALOFT, LEGACY_GRAIN_COUNT_SLOTS,
-                                PROBE_HEIGHTS, WEIGHT_UNITS)
+                                PROBE_HEIGHTS, UPWIND_SETTLES, WEIGHT_UNITS)
 from . import stages
 from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError
@@ -127,7 +127,7 @@ class SnowCover:
         self.spare_grain_count = xp.zeros(GRAIN_COUNT_SLOTS, dtype=xp.int32)
         #: with an open upwind fetch the landings also share the suspension's net inflow
         #: (kernels.reference.cover.deposit_weight): what it added (units, as weighted_total)
-        self.shares_fresh_touches = settings.upwind_fetch != "wrap"
+        self.books_suspension = settings.upwind_fetch != "wrap"
         self.suspended_total = xp.zeros(1, dtype=xp.int64)
         self.timer = StageTimer(backend)  # the Simulation shares its own when profiling
 
@@ -148,8 +148,8 @@ class SnowCover:
                            self.hit_total, self.spare_hit_counts, self.weighted_total,
                            self.ledger, self.spare_ledger, self.nominal_units(dt),
                            self.spare_grain_count,
-                           self.grain_count if self.shares_fresh_touches else None,
-                           self.suspended_total if self.shares_fresh_touches else None)
+                           self.grain_count if self.books_suspension else None,
+                           self.suspended_total if self.books_suspension else None)
             self.hit_counts, self.spare_hit_counts = self.spare_hit_counts, self.hit_counts
             self.ledger, self.spare_ledger = self.spare_ledger, self.ledger
             self.grain_count, self.spare_grain_count = self.spare_grain_count, self.grain_count
@@ -235,8 +235,8 @@ class SnowCover:
             # (they came before the probe's heights): the probe's counts carry over
             legacy = np.asarray(state["grain_counts"])
             counts = np.zeros(GRAIN_COUNT_SLOTS, legacy.dtype)
-            counts[:5] = legacy[:5]
-            counts[PROBE_HEIGHTS:] = legacy[5:]
+            counts[:UPWIND_SETTLES] = legacy[:UPWIND_SETTLES]
+            counts[PROBE_HEIGHTS:] = legacy[UPWIND_SETTLES:]
         elif "grain_counts" in state:
             counts = np.asarray(state["grain_counts"])
         elif "grains_aloft" in state and np.asarray(state["grains_aloft"]).shape == (1,):

@@ -12,8 +12,8 @@ from .shares import SHARES, share
 
 # One home for the random streams and constants: the reference build defines them.
 from ..contract import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS, FROM_UPWIND,
-                        GRAIN_COUNT_SLOTS, GRAIN_LANDINGS, LIFTED_EXITS, UPWIND_SETTLES,
-                        GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT,
+                        GRAIN_COUNT_SLOTS, GRAIN_LANDINGS, GRAIN_WEIGHT_BITS,
+                        GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT, LIFTED_EXITS, UPWIND_SETTLES,
                         PROBE_BINS, PROBE_CROSSINGS,
                         PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT, STREAM_INJECT_HEIGHT, OMEGA_MAX, OMEGA_MIN,
                         OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
@@ -310,7 +310,8 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                  np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                  np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count,
                  reentry, np.float32(eddy_floor), int(inflow_mode), np.float32(inflow_x),
-                 np.float32(inflow_y), np.float32(margin), probing, np.float32(injection), np.uint32(exponent),
+                 np.float32(inflow_y), np.float32(margin), probing, np.float32(injection),
+                 np.uint32(exponent),
                  np.float32(probe_distance),
                  previous_grain_count if probing else _NO_COUNT)
     _gather_hits(hit_nodes, hits_in_chunk, hit_counts, grains_in_chunk,

@@ -4,8 +4,8 @@ import functools
 
 import numpy as np
 
-from ..contract import (FOOTPRINT, FRESH_LIFTS, UPWIND_SETTLES, LIFTED_EXITS, GRAIN_LANDINGS,
-                        MAX_LANDING_UNITS, WEIGHT_UNITS, cuda_defines)
+from ..contract import (FOOTPRINT, FRESH_LIFTS, GRAIN_LANDINGS, LIFTED_EXITS,
+                        MAX_LANDING_UNITS, UPWIND_SETTLES, WEIGHT_UNITS, cuda_defines)
 # the deposit's host-side books are the reference's own
 from ..reference.cover import check_books, deposit_scale  # noqa: F401
 from .common import compile_module
@@ -44,9 +44,10 @@ extern "C" __global__ void __launch_bounds__(BLOCK) count_hits(const int* __rest
 // .cover) units: ledger = (units owed, hit_total at the last deposit) is read by every
 // thread, thread 0 of the first launch writes next_ledger and *weighted_total; else
 // WEIGHT_UNITS. With use_kinds the landings also share the suspension's net inflow
-// (reference suspension_units and deposit_weight: the entries less the exits at the
-// snowfall's units per fresh touch, the landings less the grains that settled plus the fresh
-// lifts; the snowfall alone is owed on), and that thread adds what the suspension added to
+// (reference suspension_units and deposit_weight: the grains from upwind that settled less
+// the lifted grains that left, at the snowfall's units per fresh touch, the landings less
+// the grains that settled plus the fresh lifts; the snowfall alone is owed on), and that
+// thread adds what the suspension added to
 // *suspended_total. It also zeroes the
 // grain_slots of next_grain_count. Runs after count_hits. Grid: (x blocks, ny rows).
 extern "C" __global__ void __launch_bounds__(BLOCK) deposit_hits(const int* __restrict__ hit_counts,

@@ -386,7 +386,8 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     if (random_uniform_from(s3, fid, CONSTANT_COUNTER) < 0.5f) omega = -omega;
     bool grains = grain_speed > 0.0f;
     bool was_grain = (respawns & BLOWING) != 0u;
-    int weight = 1 << ((respawns & GRAIN_WEIGHT_BITS) >> GRAIN_WEIGHT_SHIFT);
+    unsigned int weight_exponent = (respawns & GRAIN_WEIGHT_BITS) >> GRAIN_WEIGHT_SHIFT;
+    int weight = 1 << weight_exponent;
     float fall = (grains && was_grain) ? grain_speed : vt;
     bool fresh_lift = false;
     if (SHELTER && z < bubble_here) wind = make_float3(0.0f, 0.0f, 0.0f);
@@ -527,10 +528,9 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     bool grain_landing = hit && !outside && grains && was_grain;
     bool respawned = false;
     // a grain from upwind that settled, a grain lifted off the terrain that ends without
-    // settling on it (left, or landed outside), and their weights' exponent
+    // settling on it (left, or landed outside)
     bool from_upwind = (respawns & FROM_UPWIND) != 0u;
     bool upwind_settle = grain_landing && from_upwind, lifted_exit = false;
-    unsigned int exponent_now = (respawns & GRAIN_WEIGHT_BITS) >> GRAIN_WEIGHT_SHIFT;
     if (hit || z < wz0 || beyond) {
         lifted_exit = grains && (respawns & BLOWING) != 0u && !(hit && !outside) && !from_upwind;
         unsigned int counter = (respawns & COUNT_BITS) + 1u;
@@ -571,7 +571,6 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     pos_x[n] = x; pos_y[n] = y; pos_z[n] = z;
     vel_x[n] = nvx; vel_y[n] = nvy; vel_z[n] = nvz;
     phase[n] = new_phase;
-    if (count_grains && grain_landing) atomicAdd(grain_count + GRAIN_LANDINGS, weight);
     if (count_grains) {
         // one integer atomic per group of converged lanes (integer sums: any order)
         unsigned int active = __activemask();
@@ -583,8 +582,9 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             if (renewed != 0u) atomicAdd(grain_count + RESPAWNS, __popc(renewed));
             if (lifted != 0u) atomicAdd(grain_count + FRESH_LIFTS, __popc(lifted));
         }
-        add_weighted(grain_count + UPWIND_SETTLES, active, upwind_settle, exponent_now);
-        add_weighted(grain_count + LIFTED_EXITS, active, lifted_exit, exponent_now);
+        add_weighted(grain_count + GRAIN_LANDINGS, active, grain_landing, weight_exponent);
+        add_weighted(grain_count + UPWIND_SETTLES, active, upwind_settle, weight_exponent);
+        add_weighted(grain_count + LIFTED_EXITS, active, lifted_exit, weight_exponent);
     }
 }
 

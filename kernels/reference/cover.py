@@ -7,8 +7,8 @@ Redistribution writes into a second depth array (the caller swaps the two).
 import numpy as np
 
 # One home for the footprint and the deposit's units: kernels.contract.
-from ..contract import (FOOTPRINT, FRESH_LIFTS, UPWIND_SETTLES, LIFTED_EXITS,  # noqa: F401
-                        GRAIN_LANDINGS, MAX_LANDING_UNITS, WEIGHT_UNITS)
+from ..contract import (FOOTPRINT, FRESH_LIFTS, GRAIN_LANDINGS, LIFTED_EXITS,  # noqa: F401
+                        MAX_LANDING_UNITS, UPWIND_SETTLES, WEIGHT_UNITS)
 
 
 def deposit_scale(has_surface, volume_per_hit, node_area):
@@ -125,19 +125,15 @@ def deposit_weight(hit_total, hits, ledger, nominal_units, landing_kinds=None):
     if ledger is None:
         return WEIGHT_UNITS, hits, 0, 0
     landings = int(hit_total[0]) - int(ledger[1])
-    suspended = 0
-    if landing_kinds is not None:
-        fresh = landings - int(landing_kinds[GRAIN_LANDINGS]) + int(landing_kinds[FRESH_LIFTS])
-        net = int(landing_kinds[UPWIND_SETTLES]) - int(landing_kinds[LIFTED_EXITS])
-        suspension = suspension_units(int(ledger[0]) + int(nominal_units), fresh, net)
+    # the snowfall's share first (it alone is owed on), then the suspension's on top
     units, owed = landing_units(ledger[0], nominal_units, landings)
-    if landing_kinds is not None and landings > 0:
-        # the snowfall's share first (it alone is owed on), then the suspension's on top
-        shared = min((int(ledger[0]) + int(nominal_units) + suspension) // landings,
-                     MAX_LANDING_UNITS)
-        suspended = (shared - units) * landings
-        units = shared
-    return units, landings, owed, suspended
+    if landing_kinds is None or landings <= 0:
+        return units, landings, owed, 0
+    total = int(ledger[0]) + int(nominal_units)
+    fresh = landings - int(landing_kinds[GRAIN_LANDINGS]) + int(landing_kinds[FRESH_LIFTS])
+    net = int(landing_kinds[UPWIND_SETTLES]) - int(landing_kinds[LIFTED_EXITS])
+    shared = min((total + suspension_units(total, fresh, net)) // landings, MAX_LANDING_UNITS)
+    return shared, landings, owed, (shared - units) * landings
 
 
 def book_deposit(units, landings, owed, hit_total, weighted_total, next_ledger, next_hit_counts,
