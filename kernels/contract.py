@@ -44,9 +44,8 @@ STREAM_INJECT, STREAM_INJECT_HEIGHT = 14, 15
 #: it settles and respawns); the count itself is the other 31 bits.
 BLOWING = np.uint32(0x80000000)
 #: A grain that entered across the upwind edge may stand for 2^k grains (k in these bits
-#: of ``respawn_count``, 0 otherwise): its landing counts 2^k hits and its probe crossing
-#: 2^k, so the suspension of a strong wind takes at most half of the respawning flakes
-#: (kernels.reference.flakes.injection_share).
+#: of ``respawn_count``, 0 otherwise): its landing counts 2^k hits, so the suspension of a
+#: strong wind takes at most half of the respawning flakes (snow_addon.suspension).
 GRAIN_WEIGHT_SHIFT = 28
 GRAIN_WEIGHT_BITS = np.uint32(0x70000000)
 MAX_GRAIN_WEIGHT_EXPONENT = 7
@@ -59,21 +58,19 @@ COUNT_BITS = np.uint32(0x07FFFFFF)
 #: aloft after it, the grains that landed on the terrain (settled: BLOWING was set at the
 #: step's start), the fresh flakes lifted off the terrain on their first touch (BLOWING was
 #: clear; the deposit shares the snowfall among the fresh touches, kernels.reference.cover),
-#: the grains' net crossings of the suspension probe downwind, the flakes that respawned,
 #: the grains from upwind (FROM_UPWIND) that settled on the terrain, the grains lifted off
 #: the terrain that ended without settling on it (left the domain or landed outside it)
-#: (the settled grains and the crossings weighted as GRAIN_WEIGHT_BITS say), and from
-#: PROBE_HEIGHTS on the downwind crossings' heights above the ground in PROBE_BINS bins of
-#: a wind cell (the last bin takes the rest). The next step's grains enter across the
-#: upwind edge at the probe's rate and heights (kernels.reference.flakes); the deposit
-#: books the grains from upwind that settled and the lifted ones that left
+#: (the settled grains weighted as GRAIN_WEIGHT_BITS say). The deposit books the grains
+#: from upwind that settled and the lifted ones that left
 #: (kernels.reference.cover.deposit_weight).
-GRAINS_ALOFT, GRAIN_LANDINGS, FRESH_LIFTS, PROBE_CROSSINGS, RESPAWNS = 0, 1, 2, 3, 4
-UPWIND_SETTLES, LIFTED_EXITS = 5, 6
-PROBE_HEIGHTS, PROBE_BINS = 7, 32
-#: The slots a state saved before UPWIND_SETTLES and LIFTED_EXITS holds (PROBE_HEIGHTS was 5).
-LEGACY_GRAIN_COUNT_SLOTS = UPWIND_SETTLES + PROBE_BINS
-GRAIN_COUNT_SLOTS = PROBE_HEIGHTS + PROBE_BINS
+GRAINS_ALOFT, GRAIN_LANDINGS, FRESH_LIFTS, UPWIND_SETTLES, LIFTED_EXITS = 0, 1, 2, 3, 4
+GRAIN_COUNT_SLOTS = 5
+#: States saved with the suspension probe hold more slots: 39 (these five at 0, 1, 2, 5, 6)
+#: or, before UPWIND_SETTLES and LIFTED_EXITS, 37 (the first three at 0, 1, 2).
+PROBE_GRAIN_COUNT_SLOTS, LEGACY_GRAIN_COUNT_SLOTS = 39, 37
+#: Bins of whole wind cells above the ground of the entering grains' heights
+#: (BlowingSnow.inflow_heights; the last bin takes the rest).
+INFLOW_HEIGHT_BINS = 32
 #: sqrt(3): a uniform draw on [-sqrt(3), sqrt(3)] has unit variance.
 SQRT3 = F32(np.sqrt(3.0))
 OMEGA_MIN = F32(np.pi / 4.0)
@@ -292,9 +289,11 @@ class BlowingSnow(NamedTuple):
     steps (the lift's and the eddies' random counter); ``bubble_top`` (float32 (ny, nx) m or
     None): still air below it; eddies of ``eddy_scale`` (von Karman's constant, 0: none)
     with mixing length up to ``mixing_height`` m, nodes ``eddy_steps`` steps apart, u* at
-    least ``eddy_floor`` m/s. With an open snowfield upwind, grains enter across the upwind
-    edge as they crossed the suspension probe ``probe_distance`` m inside it on the last
-    step (``previous_grain_count``, int32 (GRAIN_COUNT_SLOTS,); 0 m: none enter)."""
+    least ``eddy_floor`` m/s. With an open snowfield upwind, each respawning flake enters
+    across the upwind edge as a grain with chance ``inflow_share`` standing for
+    2^``inflow_exponent`` grains, at a height drawn from ``inflow_heights`` (int32
+    (INFLOW_HEIGHT_BINS,) on the device, whole wind cells above the ground): the open
+    snowfield's equilibrium suspension (snow_addon.suspension; 0: none enter)."""
     surface_x: Optional[Any] = None
     surface_y: Optional[Any] = None
     ustar_per_speed: float = 0.0
@@ -309,8 +308,9 @@ class BlowingSnow(NamedTuple):
     eddy_steps: int = 24
     grain_speed: float = 0.0
     eddy_floor: float = 0.0
-    previous_grain_count: Optional[Any] = None
-    probe_distance: float = 0.0
+    inflow_share: float = 0.0
+    inflow_exponent: int = 0
+    inflow_heights: Optional[Any] = None
 
 
 class Inflow(NamedTuple):

@@ -10,8 +10,9 @@ import math
 
 import numpy as np
 
-from ..kernels.contract import (GRAIN_COUNT_SLOTS, GRAINS_ALOFT, LEGACY_GRAIN_COUNT_SLOTS,
-                                PROBE_HEIGHTS, UPWIND_SETTLES, WEIGHT_UNITS)
+from ..kernels.contract import (FRESH_LIFTS, GRAIN_COUNT_SLOTS, GRAIN_LANDINGS, GRAINS_ALOFT,
+                                LEGACY_GRAIN_COUNT_SLOTS, LIFTED_EXITS,
+                                PROBE_GRAIN_COUNT_SLOTS, UPWIND_SETTLES, WEIGHT_UNITS)
 from . import stages
 from .backend import StageTimer
 from .errors import SnowInputError, SnowMemoryError
@@ -208,8 +209,7 @@ class SnowCover:
                 "weighted_total": np.array(to_host(self.weighted_total), copy=True),
                 "ledger": np.array(to_host(self.ledger), copy=True),
                 "suspended_total": np.array(to_host(self.suspended_total), copy=True),
-                # what the last step counted (the other buffer is zeroed for the next): the
-                # grains aloft, and the probe's counts the next step's suspension inflow reads
+                # what the last step counted (the other buffer is zeroed for the next)
                 "grain_counts": np.array(to_host(self.spare_grain_count), copy=True)}
 
     def load_state_dict(self, state) -> None:
@@ -229,14 +229,17 @@ class SnowCover:
         suspended = (np.asarray(state["suspended_total"]) if "suspended_total" in state
                      else np.zeros(1, np.int64))
         counts = np.zeros(GRAIN_COUNT_SLOTS, np.int32)
-        if "grain_counts" in state and np.asarray(state["grain_counts"]).shape == (
-                LEGACY_GRAIN_COUNT_SLOTS,):
-            # saved before the grains from upwind and the lifted ones that left were counted
-            # (they came before the probe's heights): the probe's counts carry over
-            legacy = np.asarray(state["grain_counts"])
-            counts = np.zeros(GRAIN_COUNT_SLOTS, legacy.dtype)
-            counts[:UPWIND_SETTLES] = legacy[:UPWIND_SETTLES]
-            counts[PROBE_HEIGHTS:] = legacy[UPWIND_SETTLES:]
+        saved_slots = np.asarray(state["grain_counts"]).shape if "grain_counts" in state else None
+        if saved_slots in ((PROBE_GRAIN_COUNT_SLOTS,), (LEGACY_GRAIN_COUNT_SLOTS,)):
+            # saved with the suspension probe's counts (nothing reads them now): the first
+            # three slots as today, the grains from upwind that settled and the lifted ones
+            # that left at 5 and 6 (0 when saved before they were counted)
+            saved = np.asarray(state["grain_counts"])
+            counts = np.zeros(GRAIN_COUNT_SLOTS, saved.dtype)
+            for slot in (GRAINS_ALOFT, GRAIN_LANDINGS, FRESH_LIFTS):
+                counts[slot] = saved[slot]
+            if saved_slots == (PROBE_GRAIN_COUNT_SLOTS,):
+                counts[UPWIND_SETTLES], counts[LIFTED_EXITS] = saved[5], saved[6]
         elif "grain_counts" in state:
             counts = np.asarray(state["grain_counts"])
         elif "grains_aloft" in state and np.asarray(state["grains_aloft"]).shape == (1,):

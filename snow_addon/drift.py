@@ -11,8 +11,10 @@ import math
 
 import numpy as np
 
-from ..kernels.contract import BARE_GROUND, OPEN_SNOWFIELD, WRAP, BlowingSnow, wrap_buffer_size
+from ..kernels.contract import (BARE_GROUND, INFLOW_HEIGHT_BINS, OPEN_SNOWFIELD, WRAP,
+                                BlowingSnow, wrap_buffer_size)
 from .errors import SnowInputError
+from .suspension import OpenSnowfieldSuspension
 from .wind import KARMAN, MIXING_HEIGHT, base_wind  # noqa: F401 (one home: the wind's)
 
 AIR_DENSITY = 1.23
@@ -61,11 +63,6 @@ lifts into grains of 50-100 um radius (Schmidt 1982), which settle at about 0.2-
 (Pomeroy and Male 1992), not at the 1-2 m/s of falling flakes; with the surface layer's
 eddies (K = kappa u* z) they stay aloft and cross obstacles instead of hopping along the
 ground."""
-
-SUSPENSION_PROBE_CELLS = 2.0
-"""With an open snowfield upwind, the suspended snow comes in across the upwind edge as it
-blows past a probe this many wind cells inside (at most a quarter of the domain along the
-wind): a zero-gradient inflow (kernels.reference.flakes._step_flat)."""
 
 MAX_BUBBLE_CELLS = 128
 """The upwind march of the bubble stops after this many wind cells (its cost)."""
@@ -137,7 +134,7 @@ class SnowDrift:
     open fetch the edges across the wind are open: snow blows in at the open snowfield's
     transport (none from bare ground) and out downwind, booked in ``books``."""
 
-    def __init__(self, settings, cover, grid, backend, relief: float):
+    def __init__(self, settings, cover, grid, backend, relief: float, mean_ground: float):
         check_roughness(settings, grid.cell_size)
         self.settings, self.cover, self.grid, self.backend = settings, cover, grid, backend
         self.kernels = backend.kernel_module("drift")
@@ -176,6 +173,17 @@ class SnowDrift:
         self.heading = (1.0, 0.0)
         # the eddies' u* floor (m/s): the open fetch's, from the wind before gusts
         self.eddy_floor = np.float32(0.0)
+        #: with an open snowfield upwind: its suspension's grains that enter across the
+        #: upwind edge (snow_addon.suspension), their heights on the device (int32 bins of
+        #: whole wind cells) and the host's copy of what was sent
+        self.suspension = None
+        self.inflow_heights = xp.zeros(INFLOW_HEIGHT_BINS, xp.int32)
+        self._sent_heights = np.zeros(INFLOW_HEIGHT_BINS, np.int32)
+        if self.boundary == OPEN_SNOWFIELD:
+            self.suspension = OpenSnowfieldSuspension(
+                settings, grid, grid.top - float(mean_ground), float(self.ustar_per_speed),
+                float(self.threshold), float(self.eddy_scale), MIXING_HEIGHT,
+                int(self.eddy_steps), GRAIN_FALL_SPEED)
 
     @staticmethod
     def estimate_bytes(heightmap_grid, grid) -> int:
@@ -217,23 +225,25 @@ class SnowDrift:
                                   self.wind_y, self.scour, speed, *self.heading)
         self.eddy_floor = np.float32(float(self.ustar_per_speed) * speed)
 
-    def probe_distance(self) -> float:
-        """m from the upwind edge to the suspension probe (0: no suspended inflow, as with
-        the wrap or bare ground upwind)."""
-        if self.boundary != OPEN_SNOWFIELD:
-            return 0.0
-        length_x, length_y, _ = self.grid.size
-        along = length_x if abs(self.heading[0]) >= abs(self.heading[1]) else length_y
-        return min(SUSPENSION_PROBE_CELLS * self.grid.cell_size, 0.25 * along)
-
-    def blowing_snow(self, step_index: int, previous_grain_count=None) -> BlowingSnow:
+    def blowing_snow(self, step_index: int, inflow=None) -> BlowingSnow:
         """The flakes kernels' blowing snow and surface layer's eddies at step
         ``step_index`` (see kernels.reference.flakes): landing flakes are lifted again where
         u* > u*_t, and every flake swirls with eddies that grow with u* and height, u* at
         least the open fetch's (the wind before gusts through the log law): behind an
         obstacle the slowed surface wind would otherwise calm the eddies of its wake.
-        ``previous_grain_count``: the last step's grain counts (the suspension's inflow
-        with an open snowfield upwind, ``probe_distance``)."""
+        ``inflow``: the flakes' upwind fetch this step (kernels.contract.Inflow, from
+        FlakeSystem.inflow); with an open snowfield upwind its suspension's grains enter
+        across the upwind edge (snow_addon.suspension)."""
+        share, exponent = 0.0, 0
+        if self.suspension is not None and inflow is not None:
+            wind_x, wind_y = float(inflow.wind_x), float(inflow.wind_y)
+            length_x, length_y, _ = self.grid.size
+            along = length_x if abs(np.float32(wind_x)) >= abs(np.float32(wind_y)) else length_y
+            share, exponent, heights = self.suspension.inflow(math.hypot(wind_x, wind_y), along,
+                                                              float(inflow.margin))
+            if share > 0.0 and not np.array_equal(heights, self._sent_heights):
+                self.inflow_heights[...] = self.backend.asarray(heights)
+                self._sent_heights = heights
         return BlowingSnow(
             surface_x=self.wind_x, surface_y=self.wind_y,
             ustar_per_speed=self.ustar_per_speed, threshold=self.threshold,
@@ -242,8 +252,8 @@ class SnowDrift:
             step_index=np.uint32(step_index & 0xFFFFFFFF), bubble_top=self.bubble_top,
             eddy_scale=self.eddy_scale, mixing_height=np.float32(MIXING_HEIGHT),
             eddy_steps=self.eddy_steps, grain_speed=np.float32(GRAIN_FALL_SPEED),
-            eddy_floor=self.eddy_floor, previous_grain_count=previous_grain_count,
-            probe_distance=np.float32(self.probe_distance()))
+            eddy_floor=self.eddy_floor, inflow_share=np.float32(share),
+            inflow_exponent=np.uint32(exponent), inflow_heights=self.inflow_heights)
 
     def step(self, dt: float) -> None:
         """Move snow along the surface wind read by ``update_surface_wind`` for ``dt``

@@ -134,7 +134,7 @@ class FlakeSystem:
         an open upwind fetch's flakes spawn upwind by (``inflow``). ``blowing``: the blowing
         snow and eddies (kernels.contract.BlowingSnow from SnowDrift.blowing_snow) or None;
         int32 ``grain_count`` (kernels.contract.GRAIN_COUNT_SLOTS,) then gains the grains
-        aloft, settled and lifted, and the suspension probe's counts."""
+        aloft, settled and lifted, from upwind settled and lifted gone."""
         if self.sort_interval > 0 and self.steps_since_sort >= self.sort_interval:
             self.sort_by_cell()
         self._measure_fall(height)

@@ -166,8 +166,10 @@ class Simulation:
         self.wind.update_obstacles(self.cover.wind_height, self.cover.snow_depth, self.heightmap.grid)
         self.drift: SnowDrift | None = None
         if settings.drift_enabled and flakes:
+            surface = self.heightmap.height[self.heightmap.has_surface]
             self.drift = SnowDrift(settings, self.cover, self.grid, self.backend,
-                                   self.heightmap.z_max - self.heightmap.z_min)
+                                   self.heightmap.z_max - self.heightmap.z_min,
+                                   float(surface.mean(dtype=np.float64)))
             self.drift.update_shelter(0.0)
         self.flakes: FlakeSystem | None = None
         if flakes:
@@ -212,7 +214,7 @@ class Simulation:
                     with timer.stage(stages.COVER):
                         self.drift.update_surface_wind(self.wind, self.time)
                     blowing = self.drift.blowing_snow(self.step_index,
-                                                      self.cover.spare_grain_count)
+                                                      self.flakes.inflow(self.time))
                     grain_count = self.cover.grain_count
                 with timer.stage(stages.FLAKES):
                     self.flakes.step(self.wind, self.cover.height, self.cover.snow_depth,

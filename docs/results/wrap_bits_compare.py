@@ -11,6 +11,10 @@ for case in cases:
     print("  differing common keys:", [k.split("/", 1)[1] for k in differ], "of", len(common))
     for k in differ:
         a, b = old[k], new[k]
+        if k.endswith("cover.grain_counts") and a.shape == (39,) and b.shape == (5,):
+            print("   ", k, "39 -> 5 slots: slots 0, 1, 2, 5, 6 equal:", np.array_equal(a[[0, 1, 2, 5, 6]], b),
+                  "; the probe's slots (3, 4, 7-38) dropped:", a[3:5], a[7:].sum())
+            continue
         if k.endswith("cover.grain_counts") and a.shape == (37,) and b.shape == (39,):
             same = np.array_equal(a[:5], b[:5]) and np.array_equal(a[5:], b[7:])
             print("   ", k, "37 -> 39 slots: the old slots equal:", same, "; the new two:", b[5:7])

@@ -14,15 +14,14 @@ from .shares import SHARES, share
 from ..contract import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS, FROM_UPWIND,
                         GRAIN_COUNT_SLOTS, GRAIN_LANDINGS, GRAIN_WEIGHT_BITS,
                         GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT, LIFTED_EXITS, UPWIND_SETTLES,
-                        PROBE_BINS, PROBE_CROSSINGS,
-                        PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT, STREAM_INJECT_HEIGHT, OMEGA_MAX, OMEGA_MIN,
+                        INFLOW_HEIGHT_BINS, STREAM_INJECT, STREAM_INJECT_HEIGHT, OMEGA_MAX,
+                        OMEGA_MIN,
                         OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
                         STREAM_EDDY_Z, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
                         STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS, STREAM_REENTRY,
                         STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI,
                         OPEN_SNOWFIELD, BARE_GROUND)
 from ..contract import flake_kernels
-from ..reference.flakes import injection_share
 
 
 @numba.njit(inline="always", cache=True)
@@ -93,27 +92,8 @@ def _upwind_of(x, y, fall, vt, x0, y0, length_x, length_y, inflow_x, inflow_y, a
     return _wrap(x, x0, length_x), y
 
 
-@numba.njit(inline="always", cache=True)
-def _from_upwind_edge(coordinate, origin, length, ahead):
-    """See kernels.reference.flakes._from_upwind_edge (one coordinate)."""
-    if ahead > np.float32(0.0):
-        return np.float32(coordinate - origin)
-    return np.float32(np.float32(origin + length) - coordinate)
-
-
-@numba.njit(inline="always", cache=True)
-def _probe_bin(above, inv_h):
-    """See kernels.reference.flakes._probe_bin (one height)."""
-    value = np.float32(above * inv_h)
-    if value > np.float32(PROBE_BINS - 1):
-        return PROBE_BINS - 1
-    if value >= np.float32(0.0):
-        return int(math.floor(value))
-    return 0
-
-
 @numba.njit(cache=True)
-def _entry_point(seed, fid, counter, previous_grain_count, open_x, origin, length, ahead, dt,
+def _entry_point(seed, fid, counter, inflow_heights, open_x, origin, length, ahead, dt,
                  x0, y0, length_x, length_y, h, top, height, snow_depth, hx0, hy0, spacing):
     """See kernels.reference.flakes._entry_point (one flake)."""
     travel = np.float32(abs(ahead) * dt)
@@ -129,15 +109,15 @@ def _entry_point(seed, fid, counter, previous_grain_count, open_x, origin, lengt
         y = along
         x = np.float32(x0 + np.float32(random_uniform(seed, fid, counter, STREAM_Y) * length_x))
     total = 0
-    for b in range(PROBE_BINS):
-        total += int(previous_grain_count[PROBE_HEIGHTS + b])
+    for b in range(INFLOW_HEIGHT_BINS):
+        total += int(inflow_heights[b])
     draw = random_uniform(seed, fid, counter, STREAM_INJECT_HEIGHT)
     rank = int(math.floor(np.float32(draw * np.float32(total))))
     chosen = 0
-    running = int(previous_grain_count[PROBE_HEIGHTS])
-    while chosen < PROBE_BINS - 1 and running <= rank:
+    running = int(inflow_heights[0])
+    while chosen < INFLOW_HEIGHT_BINS - 1 and running <= rank:
         chosen += 1
-        running += int(previous_grain_count[PROBE_HEIGHTS + chosen])
+        running += int(inflow_heights[chosen])
     ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
     lift = np.float32(np.float32(np.float32(chosen) + random_uniform(seed, fid, counter, STREAM_Z))
                       * h)
@@ -279,15 +259,13 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
                inflow_x=0.0, inflow_y=0.0, margin=0.0,
-               previous_grain_count=None, probe_distance=0.0):
+               inflow_share=0.0, inflow_exponent=0, inflow_heights=None):
     """See kernels.reference.flakes._step_flat. Hits are gathered per chunk of flakes and
     added to ``hit_counts`` afterwards (integer sums: the order does not matter)."""
     ahead = inflow_y if abs(np.float32(inflow_x)) < abs(np.float32(inflow_y)) else inflow_x
-    probing = (int(inflow_mode) == OPEN_SNOWFIELD and np.float32(grain_speed) > 0
-               and np.float32(ahead) != 0 and grain_count is not None
-               and previous_grain_count is not None and np.float32(probe_distance) > 0)
-    # the host reads last step's counts (NumPy arrays here): the share is the reference's
-    injection, exponent = injection_share(previous_grain_count) if probing else (np.float32(0.0), 0)
+    entering = (int(inflow_mode) == OPEN_SNOWFIELD and np.float32(grain_speed) > 0
+                and np.float32(ahead) != 0 and np.float32(inflow_share) > 0
+                and inflow_heights is not None)
     chunks = max(1, min(numba.get_num_threads() * 4, flake_id.size))
     reentry = surface_x is not None
     if surface_x is None:
@@ -310,10 +288,9 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                  np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                  np.float32(grain_speed), _NO_COUNT if grain_count is None else grain_count,
                  reentry, np.float32(eddy_floor), int(inflow_mode), np.float32(inflow_x),
-                 np.float32(inflow_y), np.float32(margin), probing, np.float32(injection),
-                 np.uint32(exponent),
-                 np.float32(probe_distance),
-                 previous_grain_count if probing else _NO_COUNT)
+                 np.float32(inflow_y), np.float32(margin), entering,
+                 np.float32(inflow_share), np.uint32(inflow_exponent),
+                 inflow_heights if entering else _NO_COUNT)
     _gather_hits(hit_nodes, hits_in_chunk, hit_counts, grains_in_chunk,
                  _NO_COUNT if grain_count is None else grain_count)
 
@@ -326,8 +303,7 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                        ustar_per_speed, threshold, heading_x, heading_y, lift_strength,
                        step_index, shelter, bubble_top, eddy_scale, mixing_height, eddy_steps,
                        grain_speed, grain_count, reentry, eddy_floor, inflow_mode, inflow_x,
-                       inflow_y, margin, probing, injection, exponent,
-                       probe_distance, previous_grain_count):
+                       inflow_y, margin, entering, inflow_share, exponent, inflow_heights):
     """Chunk ``c`` of ``chunks`` of the flakes (see step_flakes): its hits' node indices
     go to ``hit_nodes`` (node index * 8 + the exponent of the grains it stands for) from the
     chunk's first flake on, their count to ``hits_in_chunk[c]``,
@@ -350,7 +326,6 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
     open_x = abs(inflow_x) >= abs(inflow_y)          # with an open fetch: its axis
     ahead = inflow_x if open_x else inflow_y
     origin, length = (x0, length_x) if open_x else (y0, length_y)
-    inv_h = np.float32(one / h)
     count = flake_id.size
     begin = c * count // chunks
     end = (c + 1) * count // chunks
@@ -450,14 +425,6 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                 oj = _nearest_node(pos_y[n], hy, inv_spacing, hny)
                 if np.float32(height[oj, oi] + snow_depth[oj, oi]) < surface:
                     ni, nj = oi, oj
-        if probing and was_grain:
-            old_s = _from_upwind_edge(pos_x[n] if open_x else pos_y[n], origin, length, ahead)
-            new_s = _from_upwind_edge(x if open_x else y, origin, length, ahead)
-            if old_s < probe_distance and new_s >= probe_distance:
-                grains_in_chunk[c, PROBE_CROSSINGS] += weight
-                grains_in_chunk[c, PROBE_HEIGHTS + _probe_bin(np.float32(z - ground), inv_h)] += weight
-            elif old_s >= probe_distance and new_s < probe_distance:
-                grains_in_chunk[c, PROBE_CROSSINGS] -= weight
         if hit and lift_strength > np.float32(0.0) and not (
                 shelter and ground < sample_bilinear(bubble_top, bx, by, h, x, y)) and not (
                 outside and opened):
@@ -498,9 +465,9 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                 x = np.float32(x0 + random_uniform(seed, fid, counter, STREAM_X) * length_x)
                 y = np.float32(y0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y)
             fresh = True
-            if probing and random_uniform(seed, fid, counter, STREAM_INJECT) < injection:
+            if entering and random_uniform(seed, fid, counter, STREAM_INJECT) < inflow_share:
                 fresh = False
-                x, y, z = _entry_point(seed, fid, counter, previous_grain_count, open_x,
+                x, y, z = _entry_point(seed, fid, counter, inflow_heights, open_x,
                                        origin, length, ahead, dt, x0, y0, length_x,
                                        length_y, h, top, height, snow_depth, hx, hy, spacing)
                 counter = np.uint32(counter | BLOWING | FROM_UPWIND
@@ -508,8 +475,6 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
             wind_x, wind_y, wind_z = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, x, y, z)
             nvx, nvy, nvz = wind_x, wind_y, (np.float32(wind_z - vt) if fresh else wind_z)
             respawn_count[n] = counter
-            if grains:
-                grains_in_chunk[c, RESPAWNS] += 1
         pos_x[n], pos_y[n], pos_z[n] = x, y, z
         vel_x[n], vel_y[n], vel_z[n] = nvx, nvy, nvz
         phase[n] = new_phase

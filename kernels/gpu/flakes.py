@@ -18,9 +18,8 @@ import numpy as np
 from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS,
                         FROM_UPWIND, GRAIN_LANDINGS, LIFTED_EXITS, UPWIND_SETTLES,
                         GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT,
-                        MAX_GRAIN_WEIGHT_EXPONENT, OMEGA_MAX, PROBE_BINS,
-                        PROBE_CROSSINGS, PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT,
-                        STREAM_INJECT_HEIGHT,
+                        INFLOW_HEIGHT_BINS, MAX_GRAIN_WEIGHT_EXPONENT, OMEGA_MAX,
+                        STREAM_INJECT, STREAM_INJECT_HEIGHT,
                         OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
                         STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z, STREAM_LIFT,
                         STREAM_LIFT_HEIGHT, STREAM_OMEGA, STREAM_OMEGA_SIGN, STREAM_PHASE,
@@ -43,13 +42,12 @@ _DEFINES = cuda_defines(
     SPAWN_MARGIN=SPAWN_MARGIN, CONSTANT_COUNTER=np.uint32(CONSTANT_COUNTER), BLOWING=BLOWING,
     COUNT_BITS=COUNT_BITS, SQRT3=SQRT3, OPEN_SNOWFIELD=OPEN_SNOWFIELD, BARE_GROUND=BARE_GROUND,
     GRAINS_ALOFT=np.int32(GRAINS_ALOFT), GRAIN_LANDINGS=np.int32(GRAIN_LANDINGS),
-    FRESH_LIFTS=np.int32(FRESH_LIFTS), PROBE_CROSSINGS=np.int32(PROBE_CROSSINGS),
+    FRESH_LIFTS=np.int32(FRESH_LIFTS),
     GRAIN_WEIGHT_BITS=GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT=np.uint32(GRAIN_WEIGHT_SHIFT),
     MAX_GRAIN_WEIGHT_EXPONENT=np.uint32(MAX_GRAIN_WEIGHT_EXPONENT),
-    RESPAWNS=np.int32(RESPAWNS), UPWIND_SETTLES=np.int32(UPWIND_SETTLES),
+    UPWIND_SETTLES=np.int32(UPWIND_SETTLES),
     LIFTED_EXITS=np.int32(LIFTED_EXITS), FROM_UPWIND=FROM_UPWIND,
-    PROBE_HEIGHTS=np.int32(PROBE_HEIGHTS),
-    PROBE_BINS=np.int32(PROBE_BINS),
+    INFLOW_HEIGHT_BINS=np.int32(INFLOW_HEIGHT_BINS),
     **{name: np.uint32(value) for name, value in (
         ("STREAM_TERMINAL_SPEED", STREAM_TERMINAL_SPEED), ("STREAM_RADIUS", STREAM_RADIUS),
         ("STREAM_OMEGA", STREAM_OMEGA), ("STREAM_OMEGA_SIGN", STREAM_OMEGA_SIGN),
@@ -131,17 +129,6 @@ __device__ __forceinline__ float2 target_xy(unsigned int seed, unsigned int fid,
     return make_float2(x0 + rx * length_x, low + ry * span);
 }
 
-// distance (m) from the upwind edge along the open axis (reference _from_upwind_edge)
-__device__ __forceinline__ float from_upwind_edge(float c, float origin, float length, float ahead) {
-    return ahead > 0.0f ? c - origin : (origin + length) - c;
-}
-
-// PROBE_HEIGHTS bin of a height above the ground (reference _probe_bin)
-__device__ __forceinline__ int probe_bin(float above, float inv_h) {
-    float cells = floorf(above * inv_h);
-    return cells < 0.0f ? 0 : (cells > (float)(PROBE_BINS - 1) ? PROBE_BINS - 1 : (int)cells);
-}
-
 // adds the sum of 2^exponent over the converged lanes where flag holds to *slot (one lane's
 // integer atomic); every lane of active takes part (the ballots' results are the same in all)
 __device__ __forceinline__ void add_weighted(int* slot, unsigned int active, bool flag,
@@ -153,21 +140,10 @@ __device__ __forceinline__ void add_weighted(int* slot, unsigned int active, boo
     if ((threadIdx.x & 31) == __ffs(active) - 1) atomicAdd(slot, total);
 }
 
-// the chance that a respawning flake enters as a grain and the exponent of the grains it
-// stands for (reference injection_share)
-__device__ __forceinline__ float injection_share(const int* __restrict__ previous,
-                                                 unsigned int* exponent) {
-    long long crossings = previous[PROBE_CROSSINGS], respawned = previous[RESPAWNS];
-    *exponent = 0u;
-    if (crossings <= 0 || respawned <= 0) return 0.0f;
-    while (*exponent < MAX_GRAIN_WEIGHT_EXPONENT && 2 * crossings > (respawned << *exponent))
-        *exponent += 1u;
-    return fminf((float)crossings / (float)(respawned << *exponent), 1.0f);
-}
-
 // where a grain enters across the upwind edge (reference _entry_point)
 __device__ float3 entry_point(unsigned int seed, unsigned int fid, unsigned int counter,
-        const int* __restrict__ previous, bool open_x, float origin, float length, float ahead,
+        const int* __restrict__ inflow_heights, bool open_x, float origin, float length,
+        float ahead,
         float dt, float x0, float y0, float length_x, float length_y, float h, float top,
         const float* __restrict__ height, const float* __restrict__ snow, int hnx, int hny,
         float hx0, float hy0, float spacing) {
@@ -183,14 +159,14 @@ __device__ float3 entry_point(unsigned int seed, unsigned int fid, unsigned int 
         x = x0 + random_uniform(seed, fid, counter, STREAM_Y) * length_x;
     }
     long long total = 0;
-    for (int b = 0; b < PROBE_BINS; ++b) total += previous[PROBE_HEIGHTS + b];
+    for (int b = 0; b < INFLOW_HEIGHT_BINS; ++b) total += inflow_heights[b];
     float draw = random_uniform(seed, fid, counter, STREAM_INJECT_HEIGHT);
     long long rank = (long long)floorf(draw * (float)total);
     int chosen = 0;
-    long long running = previous[PROBE_HEIGHTS];
-    while (chosen < PROBE_BINS - 1 && running <= rank) {
+    long long running = inflow_heights[0];
+    while (chosen < INFLOW_HEIGHT_BINS - 1 && running <= rank) {
         ++chosen;
-        running += previous[PROBE_HEIGHTS + chosen];
+        running += inflow_heights[chosen];
     }
     float ground = ground_at(height, snow, hnx, hny, hx0, hy0, spacing, x, y);
     float lift = ((float)chosen + random_uniform(seed, fid, counter, STREAM_Z)) * h;
@@ -351,8 +327,8 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         unsigned int eddy_steps, float grain_speed, int* __restrict__ grain_count,
         int count_grains, int reentry, float eddy_floor, int inflow_mode, float inflow_x,
         float inflow_y, float margin,
-        const int* __restrict__ previous_grain_count, int probing, float probe_distance,
-        float inv_h, float inv_spacing, unsigned int s0, unsigned int s1, unsigned int s2,
+        const int* __restrict__ inflow_heights, int entering, float inflow_share,
+        unsigned int inflow_exponent, float inv_h, float inv_spacing, unsigned int s0, unsigned int s1, unsigned int s2,
         unsigned int s3, unsigned int s10, unsigned int s11, unsigned int s12,
         unsigned int steps_magic, unsigned int steps_shift1, unsigned int steps_shift2,
         int count) {
@@ -496,20 +472,6 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             }
         }
     }
-    float probe_origin = open_x ? wx0 : wy0, probe_length = open_x ? length_x : length_y;
-    float probe_ahead = open_x ? inflow_x : inflow_y;
-    if (probing && was_grain) {
-        // the suspension probe: grains' net crossings downwind and the crossings' heights
-        float old_s = from_upwind_edge(open_x ? x_start : y_start, probe_origin, probe_length,
-                                       probe_ahead);
-        float new_s = from_upwind_edge(open_x ? x : y, probe_origin, probe_length, probe_ahead);
-        if (old_s < probe_distance && new_s >= probe_distance) {
-            atomicAdd(grain_count + PROBE_CROSSINGS, weight);
-            atomicAdd(grain_count + PROBE_HEIGHTS + probe_bin(z - ground, inv_h), weight);
-        } else if (old_s >= probe_distance && new_s < probe_distance) {
-            atomicAdd(grain_count + PROBE_CROSSINGS, -weight);
-        }
-    }
     if (hit && lift_strength > 0.0f
             && !(SHELTER && ground < bilinear_at<COMPACT>(bubble_top, nx, ny, bx, by, inv_h, x, y))
             && !(outside && opened)) {
@@ -526,7 +488,6 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     }
     if (hit && !outside) atomicAdd(hit_counts + (long long)nj * hnx + ni, weight);
     bool grain_landing = hit && !outside && grains && was_grain;
-    bool respawned = false;
     // a grain from upwind that settled, a grain lifted off the terrain that ends without
     // settling on it (left, or landed outside)
     bool from_upwind = (respawns & FROM_UPWIND) != 0u;
@@ -550,22 +511,20 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             y = wy0 + random_uniform(seed, fid, counter, STREAM_Y) * length_y;
         }
         bool fresh = true;
-        unsigned int exponent = 0u;
-        float share = probing ? injection_share(previous_grain_count, &exponent) : 0.0f;
-        if (probing && random_uniform(seed, fid, counter, STREAM_INJECT) < share) {
-            // enters as a grain across the upwind edge, as grains crossed the probe
+        if (entering && random_uniform(seed, fid, counter, STREAM_INJECT) < inflow_share) {
+            // enters as a grain of the open snowfield's suspension across the upwind edge
             fresh = false;
-            float3 entry = entry_point(seed, fid, counter, previous_grain_count, open_x,
-                                       probe_origin, probe_length, probe_ahead, dt, wx0, wy0,
+            float3 entry = entry_point(seed, fid, counter, inflow_heights, open_x,
+                                       open_x ? wx0 : wy0, open_x ? length_x : length_y,
+                                       open_x ? inflow_x : inflow_y, dt, wx0, wy0,
                                        length_x, length_y, h, top, height, snow, hnx, hny,
                                        hx0, hy0, spacing);
             x = entry.x; y = entry.y; z = entry.z;
-            counter = counter | BLOWING | FROM_UPWIND | (exponent << GRAIN_WEIGHT_SHIFT);
+            counter = counter | BLOWING | FROM_UPWIND | (inflow_exponent << GRAIN_WEIGHT_SHIFT);
         }
         float3 spawn_wind = sample_wind(u, v, w, nx, ny, nz, wx0, wy0, wz0, h, x, y, z);
         nvx = spawn_wind.x; nvy = spawn_wind.y; nvz = fresh ? spawn_wind.z - vt : spawn_wind.z;
         respawns = counter;
-        respawned = true;
     }
     respawn_count[n] = respawns;
     pos_x[n] = x; pos_y[n] = y; pos_z[n] = z;
@@ -576,10 +535,8 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
         unsigned int active = __activemask();
         unsigned int votes = __ballot_sync(active, (respawns & BLOWING) != 0u);
         unsigned int lifted = __ballot_sync(active, fresh_lift);
-        unsigned int renewed = __ballot_sync(active, respawned);
         if ((threadIdx.x & 31) == __ffs(active) - 1) {
             if (votes != 0u) atomicAdd(grain_count + GRAINS_ALOFT, __popc(votes));
-            if (renewed != 0u) atomicAdd(grain_count + RESPAWNS, __popc(renewed));
             if (lifted != 0u) atomicAdd(grain_count + FRESH_LIFTS, __popc(lifted));
         }
         add_weighted(grain_count + GRAIN_LANDINGS, active, grain_landing, weight_exponent);
@@ -716,14 +673,14 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
                inflow_x=0.0, inflow_y=0.0, margin=0.0,
-               previous_grain_count=None, probe_distance=0.0):
+               inflow_share=0.0, inflow_exponent=0, inflow_heights=None):
     """See kernels.reference.flakes._step_flat (one fused kernel, instantiated for whether
     the eddies and the shelter are on and whether the grids allow compact indexing)."""
     reentry = surface_x is not None
     ahead = inflow_y if abs(np.float32(inflow_x)) < abs(np.float32(inflow_y)) else inflow_x
-    probing = (int(inflow_mode) == OPEN_SNOWFIELD and np.float32(grain_speed) > 0
-               and np.float32(ahead) != 0 and grain_count is not None
-               and previous_grain_count is not None and np.float32(probe_distance) > 0)
+    entering = (int(inflow_mode) == OPEN_SNOWFIELD and np.float32(grain_speed) > 0
+                and np.float32(ahead) != 0 and np.float32(inflow_share) > 0
+                and inflow_heights is not None)
     if surface_x is None:
         surface_x = surface_y = u          # never read: lift_strength and eddy_scale are 0
         lift_strength = eddy_scale = 0.0
@@ -753,8 +710,8 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                np.int32(grain_count is not None and grain_speed > 0), np.int32(reentry),
                np.float32(eddy_floor), np.int32(inflow_mode), np.float32(inflow_x),
                np.float32(inflow_y), np.float32(margin),
-               hit_counts if previous_grain_count is None else previous_grain_count,
-               np.int32(probing), np.float32(probe_distance),
+               inflow_heights if entering else hit_counts,     # never read unless entering
+               np.int32(entering), np.float32(inflow_share), np.uint32(inflow_exponent),
                # 1 / cell_size and 1 / spacing as the kernels' own float32 divisions give them
                np.float32(1.0) / cell_size, np.float32(1.0) / spacing)
             + _stream_hashes(int(seed) & 0xFFFFFFFF) + _divide_magic(steps))

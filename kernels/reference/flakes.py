@@ -48,9 +48,7 @@ from .sampling import sample_bilinear, sample_wind
 from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS,  # noqa: F401
                         FRESH_LIFTS, FROM_UPWIND, GRAIN_LANDINGS, GRAIN_WEIGHT_BITS,
                         GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT, LIFTED_EXITS, UPWIND_SETTLES,
-                        MAX_GRAIN_WEIGHT_EXPONENT, PROBE_BINS,
-                        PROBE_CROSSINGS, PROBE_HEIGHTS, RESPAWNS, STREAM_INJECT,
-                        STREAM_INJECT_HEIGHT,
+                        INFLOW_HEIGHT_BINS, STREAM_INJECT, STREAM_INJECT_HEIGHT,
                         OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
                         STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z, STREAM_LIFT,
                         STREAM_LIFT_HEIGHT, STREAM_OMEGA, STREAM_OMEGA_SIGN, STREAM_PHASE,
@@ -243,7 +241,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                bubble_top=None, eddy_scale=0.0, mixing_height=10.0, eddy_steps=24,
                grain_speed=0.0, grain_count=None, eddy_floor=0.0, inflow_mode=0,
                inflow_x=0.0, inflow_y=0.0, margin=0.0,
-               previous_grain_count=None, probe_distance=0.0):
+               inflow_share=0.0, inflow_exponent=0, inflow_heights=None):
     """One step of every flake: sample the wind, integrate drag (semi-implicit), gravity
     and the spiral, wrap sideways, collide with height + snow_depth (+1 in int32
     ``hit_counts[ny, nx]`` at the nearest node, or at the foot of a wall it struck, then
@@ -276,19 +274,15 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     m/s), so that the snowfall lands on every part of the terrain, its upwind edge too, as
     from the sky over an endless snowfield.
 
-    With OPEN_SNOWFIELD, grains, ``grain_count`` and ``previous_grain_count`` (the last
-    step's counts) and ``probe_distance`` > 0 (m), the suspended snow comes in across the
-    upwind edge as it blows past a probe that far inside (a zero-gradient inflow: the fetch
-    upwind is an open snowfield in equilibrium): the grains' net crossings of the probe
-    downwind and the crossings' heights above the ground are counted (PROBE_CROSSINGS,
-    PROBE_HEIGHTS), and each respawning flake enters instead as a grain across the upwind
-    edge with probability ``injection_share`` (last step's crossings over its respawns,
-    each entering grain standing for 2^k grains when the crossings outnumber half the
-    respawns: ``grain_weight``), at
-    a random crosswind place, up to a step's travel of the inflow wind inside, at a height
-    above the ground drawn from last step's crossings' heights (``injection_bin``), with the
-    wind's velocity. Landings outside the domain are then never lifted: the open
-    snowfield's blowing snow is what the probe lets in."""
+    With OPEN_SNOWFIELD, grains and ``inflow_share`` > 0 the suspended snow of the open
+    snowfield upwind comes in across the upwind edge at its equilibrium transport
+    (snow_addon.suspension): each respawning flake enters instead as a grain with
+    probability ``inflow_share``, standing for 2^``inflow_exponent`` grains, at a random
+    crosswind place, up to a step's travel of the inflow wind inside the edge, at a height
+    above the ground drawn from ``inflow_heights`` (int32 (INFLOW_HEIGHT_BINS,), whole wind
+    cells: ``injection_bin``), with the wind's velocity; it carries FROM_UPWIND until it
+    respawns. Landings outside the domain are then never lifted: the open snowfield's
+    blowing snow is what comes in across the edge."""
     nz, ny, nx = u.shape[0], u.shape[1], u.shape[2] - 1
     hny, hnx = height.shape
     h = f32(cell_size)
@@ -391,20 +385,8 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
     foot = (~(out_x | out_y) & ((surface - z).astype(np.float32) > f32(spacing))
             & ((height[oj, oi] + snow_depth[oj, oi]).astype(np.float32) < surface))
     ni, nj = np.where(foot, oi, ni), np.where(foot, oj, nj)
-    probing = (opened and int(inflow_mode) == OPEN_SNOWFIELD and grains and f32(ahead) != f32(0.0)
-               and grain_count is not None and previous_grain_count is not None
-               and f32(probe_distance) > f32(0.0))
-    if probing:
-        along_x = abs(f32(inflow_x)) >= abs(f32(inflow_y))
-        origin, length = (f32(wx0), length_x) if along_x else (f32(wy0), length_y)
-        old_s = _from_upwind_edge(pos_x if along_x else pos_y, origin, length, ahead)
-        new_s = _from_upwind_edge(x if along_x else y, origin, length, ahead)
-        probe = f32(probe_distance)
-        down = was_grain & (old_s < probe) & (new_s >= probe)
-        up = was_grain & (old_s >= probe) & (new_s < probe)
-        grain_count[PROBE_CROSSINGS] += np.int32(weight[down].sum() - weight[up].sum())
-        bins = _probe_bin((z - ground).astype(np.float32), one / h)
-        np.add.at(grain_count, PROBE_HEIGHTS + bins[down], weight[down])
+    entering = (opened and int(inflow_mode) == OPEN_SNOWFIELD and grains and f32(ahead) != f32(0.0)
+                and f32(inflow_share) > f32(0.0) and inflow_heights is not None)
     if f32(lift_strength) > f32(0.0):
         counter = np.uint32(step_index)
         share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed,
@@ -413,7 +395,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
         if bubble_top is not None:
             lifted &= ground >= _bubble_top(bubble_top, wx0, wy0, cell_size, x, y)
         if opened:
-            lifted &= ~outside             # upwind blowing snow enters at the probe's rate
+            lifted &= ~outside             # upwind blowing snow enters across the edge
         if np.any(lifted):
             lz = (ground[lifted] + random_uniform(seed, flake_id[lifted], counter,
                                                   STREAM_LIFT_HEIGHT) * h).astype(np.float32)
@@ -462,11 +444,12 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                                f32(f32(ny) * h))
         swx, swy, swz = sample_wind(u, v, w, wx0, wy0, wz0, cell_size, sx, sy, sz)
         swz = (swz - vt[respawn]).astype(np.float32)
-        if probing:
-            share, exponent = injection_share(previous_grain_count)
-            enter = random_uniform(seed, ids, counter, STREAM_INJECT) < share
+        if entering:
+            along_x = abs(f32(inflow_x)) >= abs(f32(inflow_y))
+            origin, length = (f32(wx0), length_x) if along_x else (f32(wy0), length_y)
+            enter = random_uniform(seed, ids, counter, STREAM_INJECT) < f32(inflow_share)
             if np.any(enter):
-                ex, ey, ez = _entry_point(seed, ids[enter], counter[enter], previous_grain_count,
+                ex, ey, ez = _entry_point(seed, ids[enter], counter[enter], inflow_heights,
                                           along_x, origin, length, ahead, dt, wx0, wy0,
                                           length_x, length_y, h, top, height, snow_depth, hx0,
                                           hy0, spacing)
@@ -474,30 +457,13 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                 swx[enter], swy[enter], swz[enter] = sample_wind(u, v, w, wx0, wy0, wz0,
                                                                  cell_size, ex, ey, ez)
                 counter[enter] |= (BLOWING | FROM_UPWIND
-                                   | np.uint32(exponent << GRAIN_WEIGHT_SHIFT))
+                                   | np.uint32(int(inflow_exponent) << GRAIN_WEIGHT_SHIFT))
         pos_x[respawn], pos_y[respawn], pos_z[respawn] = sx, sy, sz
         vel_x[respawn], vel_y[respawn] = swx, swy
         vel_z[respawn] = swz
         respawn_count[respawn] = counter
     if grains and grain_count is not None:
         grain_count[GRAINS_ALOFT] += np.int32(np.count_nonzero(respawn_count & BLOWING))
-        grain_count[RESPAWNS] += np.int32(np.count_nonzero(respawn))
-
-
-def _from_upwind_edge(coordinate, origin, length, ahead):
-    """Distance (m, float32) of ``coordinate`` from the domain's upwind edge along the open
-    axis (``origin``, ``length``: that axis' start and length; ``ahead`` the wind along it)."""
-    if f32(ahead) > f32(0.0):
-        return (coordinate - f32(origin)).astype(np.float32)
-    return (f32(f32(origin) + f32(length)) - coordinate).astype(np.float32)
-
-
-def _probe_bin(above, inv_h):
-    """PROBE_HEIGHTS bin (int64) of heights ``above`` the ground (m): whole wind cells
-    (``inv_h`` = 1 / cell size), below the ground in the first bin, the rest in the last."""
-    cells = np.floor((above * f32(inv_h)).astype(np.float32))
-    cells = np.where(cells > PROBE_BINS - 1, PROBE_BINS - 1, cells)
-    return np.where(cells >= 0, cells, 0).astype(np.int64)      # NaN in the first bin
 
 
 def grain_weight(respawn_count):
@@ -507,36 +473,18 @@ def grain_weight(respawn_count):
     return (np.int32(1) << exponent.astype(np.int32)).astype(np.int32)
 
 
-def injection_share(previous_grain_count):
-    """(float32 chance that a respawning flake enters as a grain across the upwind edge,
-    the exponent k of the 2^k grains each entering one stands for): the smallest k (at most
-    MAX_GRAIN_WEIGHT_EXPONENT) with last step's net probe crossings at most half of its
-    respawns times 2^k, and the chance crossings / (respawns 2^k), at most 1 ((0, 0) when
-    either count is not positive). So the entering grains carry the crossings' weight and
-    at least half of the respawning flakes stay snowfall."""
-    crossings = int(previous_grain_count[PROBE_CROSSINGS])
-    respawns = int(previous_grain_count[RESPAWNS])
-    if crossings <= 0 or respawns <= 0:
-        return f32(0.0), 0
-    exponent = 0
-    while exponent < MAX_GRAIN_WEIGHT_EXPONENT and 2 * crossings > (respawns << exponent):
-        exponent += 1
-    return min(f32(f32(crossings) / f32(respawns << exponent)), f32(1.0)), exponent
-
-
-def injection_bin(draw, previous_grain_count):
-    """Height bin (int64, as ``_probe_bin``) of entering grains for uniform ``draw`` in
-    [0, 1): the first bin whose running sum of last step's crossings exceeds
+def injection_bin(draw, inflow_heights):
+    """Height bin (int64, whole wind cells above the ground) of entering grains for uniform
+    ``draw`` in [0, 1): the first bin whose running sum of ``inflow_heights`` exceeds
     floor(draw * their total) (float32), else the last."""
-    histogram = np.asarray(previous_grain_count[PROBE_HEIGHTS:PROBE_HEIGHTS + PROBE_BINS],
-                           np.int64)
+    histogram = np.asarray(inflow_heights[:INFLOW_HEIGHT_BINS], np.int64)
     total = int(histogram.sum())
     rank = np.floor((draw * f32(total)).astype(np.float32)).astype(np.int64)
     bins = np.searchsorted(np.cumsum(histogram), rank, side="right")
-    return np.minimum(bins, PROBE_BINS - 1).astype(np.int64)
+    return np.minimum(bins, INFLOW_HEIGHT_BINS - 1).astype(np.int64)
 
 
-def _entry_point(seed, ids, counter, previous_grain_count, along_x, origin, length, ahead,
+def _entry_point(seed, ids, counter, inflow_heights, along_x, origin, length, ahead,
                  dt, wx0, wy0, length_x, length_y, h, top, height, snow_depth, hx0, hy0,
                  spacing):
     """(x, y, z) float32 where grains enter across the upwind edge (see _step_flat)."""
@@ -553,7 +501,7 @@ def _entry_point(seed, ids, counter, previous_grain_count, along_x, origin, leng
         y = along
         x = (f32(wx0) + random_uniform(seed, ids, counter, STREAM_Y) * f32(length_x)).astype(np.float32)
     bins = injection_bin(random_uniform(seed, ids, counter, STREAM_INJECT_HEIGHT),
-                         previous_grain_count)
+                         inflow_heights)
     ground = _ground(height, snow_depth, hx0, hy0, spacing, x, y)
     z = (ground + ((bins.astype(np.float32) + random_uniform(seed, ids, counter, STREAM_Z))
                    .astype(np.float32) * f32(h)).astype(np.float32)).astype(np.float32)

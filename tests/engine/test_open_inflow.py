@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from snowfall.kernels.contract import (FRESH_LIFTS, FROM_UPWIND, GRAIN_COUNT_SLOTS,
-                                       GRAIN_LANDINGS, LEGACY_GRAIN_COUNT_SLOTS,
-                                       LIFTED_EXITS, UPWIND_SETTLES,
-                                       GRAIN_WEIGHT_SHIFT, PROBE_CROSSINGS, PROBE_HEIGHTS,
-                                       RESPAWNS)
+                                       GRAIN_LANDINGS, GRAIN_WEIGHT_SHIFT, INFLOW_HEIGHT_BINS,
+                                       LEGACY_GRAIN_COUNT_SLOTS, LIFTED_EXITS,
+                                       PROBE_GRAIN_COUNT_SLOTS, UPWIND_SETTLES)
 from snowfall.kernels.contract import WEIGHT_UNITS
 from snowfall.kernels.cpu import drift as cpu_drift
 from snowfall.kernels.cpu import flakes as cpu_flakes
 from snowfall.kernels.reference import drift as ref_drift
 from snowfall.kernels.reference import flakes as ref_flakes
 from snowfall.snow_addon import Simulation, SnowSettings, scenes
+from snowfall.snow_addon import suspension
 from snowfall.snow_addon.errors import SnowInputError
 
 from .test_flakes import (GRID, HEIGHTMAP, flat_ground, initialize_flat, lift_arguments,
@@ -31,20 +31,18 @@ def inflow(mode, heading):
             "inflow_y": np.float32(heading[1]), "margin": np.float32(2.5)}
 
 
-def probe_arguments():
-    """The suspension probe 1.5 m inside the upwind edge, with last step's counts: 2500
-    crossings for 3000 respawns (each entering grain stands for 2, a 2500 / 6000 chance to
-    enter), their heights 0-3 cells above the ground."""
-    previous = np.zeros(GRAIN_COUNT_SLOTS, np.int32)
-    previous[PROBE_CROSSINGS], previous[RESPAWNS] = 2500, 3000
-    previous[PROBE_HEIGHTS:PROBE_HEIGHTS + 4] = [400, 300, 150, 50]
-    return {"previous_grain_count": previous, "probe_distance": np.float32(1.5)}
+def entry_arguments():
+    """The open snowfield's grains entering across the upwind edge: a 0.4 chance per
+    respawning flake, each standing for 2 grains, at heights 0-3 cells above the ground."""
+    heights = np.zeros(INFLOW_HEIGHT_BINS, np.int32)
+    heights[:4] = [400, 300, 150, 50]
+    return {"inflow_share": np.float32(0.4), "inflow_exponent": 1, "inflow_heights": heights}
 
 
-def assert_probe_and_entry(mode, heading, state, counts):
-    """With an open snowfield the probe counted grains crossing it, and flakes entered as
-    grains within a step's travel of the upwind edge, at most 4 cells above the ground;
-    with bare ground upwind nothing is probed or enters."""
+def assert_entry(mode, heading, state, counts):
+    """With an open snowfield flakes entered as grains within a step's travel of the
+    upwind edge, standing for 2 grains and marked as from upwind; with bare ground upwind
+    none enter."""
     along_x = abs(heading[0]) >= abs(heading[1])
     coordinate = state[0] if along_x else state[1]
     ahead = heading[0] if along_x else heading[1]
@@ -53,36 +51,62 @@ def assert_probe_and_entry(mode, heading, state, counts):
     from_edge = coordinate - origin if ahead > 0 else origin + length - coordinate
     near_edge = (from_edge >= 0) & (from_edge <= abs(ahead) * 0.1 + 1e-4)
     blowing = (state[7] & ref_flakes.BLOWING) != 0
-    entered = near_edge & blowing
+    # the grains aloft from the start stand for 1 or 8: weight 2 came in across the edge
+    entered = blowing & (ref_flakes.grain_weight(state[7]) == 2)
     if mode == ref_flakes.OPEN_SNOWFIELD:
-        assert counts[PROBE_HEIGHTS:].sum() > 0 and counts[RESPAWNS] > 0
-        assert entered.sum() > 0
-        # those that entered stand for 2 grains (2500 crossings > half of 3000 respawns);
-        # the grains aloft from the start stand for 1 or 8
-        assert np.any(ref_flakes.grain_weight(state[7][entered]) == 2)
-        # and are marked as grains from upwind (their snow is booked when they settle)
-        assert np.all((state[7][entered & (ref_flakes.grain_weight(state[7]) == 2)]
-                       & FROM_UPWIND) != 0)
+        assert np.any(entered & near_edge)
+        # marked as grains from upwind (their snow is booked when they settle), and at
+        # most 4 cells above the ground when they came in
+        assert np.all((state[7][entered] & FROM_UPWIND) != 0)
     else:
-        assert counts[PROBE_HEIGHTS:].sum() == 0 and counts[PROBE_CROSSINGS] == 0
+        assert not np.any(entered)
     # grains from upwind settled (a sixth of the grains aloft from the start are); lifted
     # grains blew out of the domain, or landed outside it, without settling on the terrain
     assert counts[UPWIND_SETTLES] > 0 and counts[LIFTED_EXITS] > 0
 
 
-@pytest.mark.parametrize("crossings, respawns, share, exponent", [
-    (0, 100, 0.0, 0), (30, 0, 0.0, 0), (-5, 100, 0.0, 0),
-    (30, 100, 0.3, 0), (50, 100, 0.5, 0),             # up to half the respawns: weight 1
-    (51, 100, 51 / 200, 1), (300, 100, 300 / 800, 3),  # more: 2^k grains per flake
-    (10**6, 10, 1.0, 7)])                              # at most 2^7, then every respawn
-def test_entering_grains_take_at_most_half_the_respawns(crossings, respawns, share, exponent):
-    previous = np.zeros(GRAIN_COUNT_SLOTS, np.int32)
-    previous[PROBE_CROSSINGS], previous[RESPAWNS] = crossings, respawns
-    got_share, got_exponent = ref_flakes.injection_share(previous)
-    assert got_exponent == exponent and got_share == np.float32(share)
-    # the entering grains carry the crossings' weight: chance x respawns x 2^k
-    if 0 < crossings <= respawns << 7 and respawns > 0:
-        assert float(got_share) * respawns * 2 ** exponent == pytest.approx(crossings)
+@pytest.mark.parametrize("grains_per_flake, share, exponent", [
+    (0.0, 0.0, 0), (-1.0, 0.0, 0), (float("nan"), 0.0, 0),
+    (0.5, 0.5 / 1.5, 0), (1.0, 0.5, 0),                 # up to one grain per flake: weight 1
+    (1.5, 0.75 / 1.75, 1), (6.0, 0.75 / 1.75, 3),       # more: 2^k grains per entering one
+    (1e6, 0.5, 7)])                                     # at most 2^7, then half the respawns
+def test_entering_grains_take_at_most_half_the_respawns(grains_per_flake, share, exponent):
+    got_share, got_exponent = suspension.entering_share(grains_per_flake)
+    assert got_exponent == exponent and got_share == pytest.approx(share, rel=1e-12)
+    # the entering grains carry the open snowfield's weight: per snowfall flake (a
+    # respawn that does not enter) 2^k share / (1 - share) grains come in
+    if 0 < grains_per_flake <= 2 ** 7:
+        assert 2 ** exponent * got_share / (1 - got_share) == pytest.approx(grains_per_flake)
+
+
+def test_grains_without_eddies_fly_their_fall_in_the_wind():
+    # lifted within a 1 m cell in a 10 m/s wind, falling at 0.3 m/s without eddies: a
+    # grain starting z above the ground lands after z / 0.3 s, 10 z / 0.3 m downwind
+    # (uniform z: 16.7 m on average), all of them crossing a line within the first cell
+    distance, heights = suspension.grain_flights(10.0, 0.5, 1.0, 20.0, 1 / 24, 0.0, 10.0,
+                                                 24, 0.3, 9.81)
+    assert distance == pytest.approx(10.0 * 0.5 / 0.3, rel=0.03)
+    assert heights[0] > 0 and not any(heights[1:])
+
+
+def test_the_open_snowfield_lets_in_its_equilibrium_suspension():
+    # the grains that enter per snowfall flake are p / (1 - p) lifts per landing times a
+    # flight's mean distance over the strip the snowfall lands on; eddies carry the grains
+    # higher and farther, a stronger wind lifts more, none enter below the threshold
+    settings = SnowSettings(seed=1)
+    grid = type("Grid", (), {"cell_size": 0.5})()
+    field = suspension.OpenSnowfieldSuspension(settings, grid, 6.0, 0.054, 0.32, 0.41, 10.0,
+                                               24, 0.3)
+    share, exponent, heights = field.inflow(12.0, 40.0, 5.0)
+    p = suspension.lift_chance(0.054 * 12.0, 0.32, 1.0)
+    distance, _ = field._flights(12.0)
+    per_flake = p / (1 - p) * distance / 50.0
+    assert 2 ** exponent * share / (1 - share) == pytest.approx(per_flake, rel=1e-6)
+    assert distance > 12.0 * 0.25 / 0.3             # eddies lift them above their fall
+    assert heights[0] > heights[1] > heights[4] > 0
+    stronger, _exponent, _heights = field.inflow(16.0, 40.0, 5.0)
+    assert 2 ** _exponent * stronger / (1 - stronger) > per_flake
+    assert field.inflow(0.32 / 0.054 * 0.99, 40.0, 5.0)[0] == 0.0
 
 
 # --- settings ----------------------------------------------------------------------------
@@ -115,7 +139,7 @@ def test_numba_open_flakes_match_reference(mode, heading, lift):
         extra["surface_x"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
         extra["surface_y"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
         extra["grain_speed"] = 0.3
-        extra.update(probe_arguments())
+        extra.update(entry_arguments())
         state[7][::3] |= ref_flakes.BLOWING        # a third of the flakes are grains aloft,
         state[7][::9] |= np.uint32(3 << GRAIN_WEIGHT_SHIFT)    # some standing for 8 grains,
         state[7][::6] |= FROM_UPWIND                           # some from upwind
@@ -138,7 +162,7 @@ def test_numba_open_flakes_match_reference(mode, heading, lift):
         assert ref_counts[GRAIN_LANDINGS] > 0 and ref_counts[FRESH_LIFTS] > 0
         # settled grains are landings: counted among the hits too
         assert ref_counts[GRAIN_LANDINGS] <= ref_hits.sum()
-        assert_probe_and_entry(mode, heading, ref_state, ref_counts)
+        assert_entry(mode, heading, ref_state, ref_counts)
     for got, expected in zip(cpu_state[:7], ref_state[:7]):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-5)
 
@@ -255,7 +279,7 @@ def test_cuda_open_flakes_match_reference(gpu_backend, mode, heading):
     extra["surface_x"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
     extra["surface_y"] = (8 * rng.standard_normal((ny, nx))).astype(np.float32)
     extra["grain_speed"] = 0.3
-    extra.update(probe_arguments())
+    extra.update(entry_arguments())
     state[7][::3] |= ref_flakes.BLOWING            # a third of the flakes are grains aloft,
     state[7][::9] |= np.uint32(3 << GRAIN_WEIGHT_SHIFT)        # some standing for 8 grains,
     state[7][::6] |= FROM_UPWIND                               # some from upwind
@@ -277,7 +301,7 @@ def test_cuda_open_flakes_match_reference(gpu_backend, mode, heading):
     np.testing.assert_array_equal(xp.asnumpy(dev_hits), ref_hits)
     np.testing.assert_array_equal(xp.asnumpy(dev_counts), ref_counts)
     assert ref_counts[GRAIN_LANDINGS] > 0 and ref_counts[FRESH_LIFTS] > 0
-    assert_probe_and_entry(mode, heading, ref_state, ref_counts)
+    assert_entry(mode, heading, ref_state, ref_counts)
     for got, expected in zip(dev_state[:7], ref_state[:7]):
         np.testing.assert_allclose(xp.asnumpy(got), expected, rtol=1e-6, atol=1e-5)
     # initialization
@@ -355,32 +379,32 @@ def test_the_volume_books_close_with_inflow_and_outflow(fetch):
 
 
 def test_a_resumed_bake_lets_the_same_suspension_in():
-    # the next step's suspended inflow reads the last step's probe counts: they are part of
-    # the saved state, so a resumed bake goes on bit for bit
+    # the suspension's grains enter from the settings alone (no feedback from the terrain):
+    # a resumed bake goes on bit for bit
     settings = SnowSettings(heightmap_resolution=48, wind_resolution=16, flake_count=3000,
                             snowfall_rate=6.0, wind_speed=14.0, seed=7,
                             upwind_fetch="open_snowfield")
     sim = Simulation(settings, *scenes.box_test(), backend="cpu")
     sim.step(120)
-    counts = np.asarray(sim.cover.spare_grain_count)
-    assert counts[PROBE_CROSSINGS] > 0 and counts[RESPAWNS] > 0
+    assert sim.cover.suspended_total[0] != 0
     again = Simulation(settings, *scenes.box_test(), backend="cpu")
     again.load_state_dict(sim.state_dict())
     sim.step(10)
     again.step(10)
     np.testing.assert_array_equal(again.snow_depth(), sim.snow_depth())
     np.testing.assert_array_equal(again.flake_positions(), sim.flake_positions())
-    # a state saved before the grains from upwind and the lifted ones that left were
-    # counted (37 slots, the probe's heights from slot 5) loads with the same probe counts
+    # states saved with the suspension probe's counts load: 39 slots (the probe's
+    # crossings and respawns at 3 and 4, its heights from 7), or 37 (before the grains
+    # from upwind and the lifted ones that left were counted)
     state = sim.state_dict()
     counts = state["cover.grain_counts"]
-    state["cover.grain_counts"] = np.concatenate([counts[:5], counts[PROBE_HEIGHTS:]])
-    assert state["cover.grain_counts"].shape == (LEGACY_GRAIN_COUNT_SLOTS,)
-    again.load_state_dict(state)
-    loaded = np.asarray(again.cover.spare_grain_count)
-    assert loaded[UPWIND_SETTLES] == loaded[LIFTED_EXITS] == 0
-    np.testing.assert_array_equal(np.delete(loaded, [UPWIND_SETTLES, LIFTED_EXITS]),
-                                  np.delete(counts, [UPWIND_SETTLES, LIFTED_EXITS]))
+    probe = np.arange(1, PROBE_GRAIN_COUNT_SLOTS + 1, dtype=np.int32)
+    probe[[0, 1, 2, 5, 6]] = counts
+    for saved, expected in ((probe, counts),
+                            (probe[:LEGACY_GRAIN_COUNT_SLOTS], np.r_[counts[:3], 0, 0])):
+        state["cover.grain_counts"] = saved
+        again.load_state_dict(state)
+        np.testing.assert_array_equal(np.asarray(again.cover.spare_grain_count), expected)
     # and one saved before the probe (the grains aloft alone) still loads
     state = sim.state_dict()
     state["cover.grains_aloft"] = state.pop("cover.grain_counts")[:1]
