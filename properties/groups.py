@@ -17,7 +17,8 @@ Files saved before this layout (``SETTINGS_VERSION`` 2) load with their own valu
 ``migrate_scene`` runs on load and keeps their snowfall rate (mode By Rate), their wind
 (the stored heading, keyframes included, turned into Wind From), their wind speed and
 their flake count and size (Automatic off), defaults of then included. Files saved before
-``SETTINGS_VERSION`` 3 keep the wrap-around upwind fetch they baked with.
+``SETTINGS_VERSION`` 4 keep the wrap-around upwind fetch they baked with, unless they chose
+another (the open snowfield is the default from version 4 on).
 
 Nothing here records that a bake is running: that lives only in the running operator
 (see operators/bake.py), so no "running" state is ever saved in a .blend.
@@ -77,7 +78,7 @@ assert tuple(item[0] for item in _BACKEND_ITEMS) == BACKEND_CHOICES
 #: depth / rate modes, Wind From, automatic flake count and size; 3: Upwind Fetch (open
 #: snowfield by default; older files keep "wrap"). Scenes with stored
 #: settings and no version are older files (``migrate_scene``).
-SETTINGS_VERSION = 3
+SETTINGS_VERSION = 4
 
 #: The defaults of the settings that differ from an older add-on's; ``migrate_scene``
 #: restores the old ones (what an older file meant by a setting it did not store).
@@ -496,9 +497,9 @@ def migrate_scene(scene) -> bool:
         _convert_heading_curves(scene)
         props.use_auto_flake_count = False
         props.use_auto_flake_size = False
-    if props.settings_version < 3 and "upwind_fetch" not in stored:
-        # Baked before open inflow: the snow wrapped around the terrain then (and Resume
-        # of such a bake needs the same setting).
+    if props.settings_version < 4 and "upwind_fetch" not in stored:
+        # Saved while the wrap was the default (or before open inflow): the snow wrapped
+        # around the terrain then (and Resume of such a bake needs the same setting).
         props.upwind_fetch = "wrap"
     props.settings_version = SETTINGS_VERSION
     return True

@@ -369,8 +369,9 @@ def gpu_unavailable_reason() -> str | None:
 #: The kernel build (a package of kernels/) each backend runs.
 BUILDS = {"numpy": "reference", "cpu": "cpu", "gpu": "gpu"}
 #: The NumPy helpers the engine runs on host arrays (the gusts' random keys, the preview's
-#: wind samples): modules of the reference build that are not stages.
-HOST_HELPERS = ("rng", "sampling")
+#: wind samples, the open snowfield's grain flights with the flakes' own eddies): modules
+#: of the reference build.
+HOST_HELPERS = ("rng", "sampling", "flakes")
 
 
 def _kernels(name: str) -> ModuleType:
@@ -392,7 +393,7 @@ def build_module(backend_name: str, stage: str) -> ModuleType:
 
 
 def host_kernels(name: str) -> ModuleType:
-    """A NumPy helper module for host arrays (HOST_HELPERS: "rng", "sampling")."""
+    """A NumPy helper module for host arrays (HOST_HELPERS: "rng", "sampling", "flakes")."""
     if name not in HOST_HELPERS:
         raise ValueError(f"no host helper module {name!r}: one of {', '.join(HOST_HELPERS)}")
     return _kernels(f"reference.{name}")

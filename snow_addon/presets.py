@@ -86,11 +86,12 @@ class Preset:
         sky = (nz - 1.5) * h - z_range
         if sky <= 0.0:  # a preset table error, not user input
             raise AssertionError(f"preset {self.name}: terrain relief {z_range:g} m leaves no sky")
-        # Open sides, with which every figure in docs/benchmarks.md was measured (the
-        # engine's default is side walls now; they cost profile-2013 about 5 %: same page)
+        # Open sides and the wrap-around fetch, with which every figure in
+        # docs/benchmarks.md was measured (the engine's defaults are side walls and the
+        # open snowfield now; walls cost profile-2013 about 5 %: same page)
         values = dict(heightmap_resolution=self.heightmap_nodes, wind_resolution=self.wind_cells[0],
                       wind_cell_size=None, sky_height=sky, flake_count=self.flakes, seed=self.seed,
-                      side_walls=False)
+                      side_walls=False, upwind_fetch="wrap")
         values.update(overrides)
         return SnowSettings(**values)
 

@@ -149,15 +149,14 @@ class SnowSettings:
     flakes and mixes them into the lee of obstacles (1 = the log law's; 0 = the flakes
     follow the resolved wind alone). Part of the drift: it needs drift_enabled."""
 
-    upwind_fetch: str = "wrap"
-    """What lies upwind of the terrain: "open_snowfield" (the terrain is a piece of a larger
-    landscape: the snowfall comes in with the wind from the sky upwind, and blowing snow
-    comes in across the upwind edge at the transport of an open snowfield at that wind;
-    what blows off downwind leaves), "bare_ground" (the same snowfall, no blowing snow comes
-    in) or "wrap" (the default: the terrain repeats along the wind, what leaves downwind
-    comes back upwind). The open snowfield keeps the sample valley's snowfall and its
-    windward slopes scoured, but piles snow at the upwind edge at the add-on's default
-    storm with few flakes, so it is not the default yet (docs/drift.md, "Open inflow")."""
+    upwind_fetch: str = "open_snowfield"
+    """What lies upwind of the terrain: "open_snowfield" (the default: the terrain is a
+    piece of a larger landscape; the snowfall comes in with the wind from the sky upwind,
+    and blowing snow comes in across the upwind edge at the open snowfield's equilibrium
+    transport at that wind; what blows off downwind leaves), "bare_ground" (the same
+    snowfall, no blowing snow comes in) or "wrap" (the terrain repeats along the wind,
+    what leaves downwind comes back upwind; the default before issue 36). docs/drift.md,
+    "Open inflow"."""
 
     # --- stepping --------------------------------------------------------------------
     time_step: float = 1.0 / 24.0

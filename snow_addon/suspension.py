@@ -26,8 +26,7 @@ import math
 import numpy as np
 
 from ..kernels.contract import INFLOW_HEIGHT_BINS, MAX_GRAIN_WEIGHT_EXPONENT, STREAM_LIFT_HEIGHT
-from ..kernels.reference.flakes import eddy_velocity
-from ..kernels.reference.rng import random_uniform
+from .backend import host_kernels
 
 FLIGHT_SAMPLES = 1024
 """Grain flights stepped per wind speed (the mean distance to about 3 %)."""
@@ -54,6 +53,8 @@ def grain_flights(speed: float, ustar: float, cell_size: float, column: float, d
     drag (terminal speed ``grain_speed``) and eddies (kernels.reference.flakes) until they
     land or LONGEST_FLIGHT. Deterministic (seed 0; the same on every machine)."""
     f32 = np.float32
+    eddy_velocity = host_kernels("flakes").eddy_velocity
+    random_uniform = host_kernels("rng").random_uniform
     ids = np.arange(FLIGHT_SAMPLES, dtype=np.uint32)
     h, dt32, fall, g = f32(cell_size), f32(dt), f32(grain_speed), f32(gravity)
     z = (random_uniform(0, ids, 0, STREAM_LIFT_HEIGHT) * h).astype(f32)

@@ -66,14 +66,34 @@ def test_side_walls_map_and_default_to_the_engines(addon):
 
 
 def test_upwind_fetch_maps_and_defaults_to_the_engines(addon):
-    """Upwind Fetch: the engine's default (the wrap-around); each choice reaches
+    """Upwind Fetch: the engine's default (the open snowfield); each choice reaches
     SnowSettings."""
     scene = addon
     props = scene.snowfall
-    assert props.upwind_fetch == SnowSettings().upwind_fetch == "wrap"
+    assert props.upwind_fetch == SnowSettings().upwind_fetch == "open_snowfield"
     for choice in ("bare_ground", "wrap", "open_snowfield"):
         props.upwind_fetch = choice
         assert to_snow_settings(props, scene).upwind_fetch == choice
+
+
+def test_files_saved_while_the_wrap_was_the_default_keep_it(addon):
+    """A scene saved at settings version 3 (the wrap-around the default, so not stored)
+    keeps the wrap on load, and Resume of its bake the setting it baked with; one that
+    chose a fetch keeps that; a new scene gets the open snowfield."""
+    from snowfall.properties import SETTINGS_VERSION, migrate_scene
+
+    scene = addon
+    props = scene.snowfall
+    assert SETTINGS_VERSION == 4 and not migrate_scene(scene)     # nothing stored: new
+    assert props.upwind_fetch == "open_snowfield"
+    props.seed = 3                                                  # a stored setting
+    props.settings_version = 3
+    assert "upwind_fetch" not in props.keys() and migrate_scene(scene)
+    assert props.upwind_fetch == "wrap" and props.settings_version == 4
+    props.upwind_fetch = "bare_ground"
+    props.settings_version = 3
+    migrate_scene(scene)
+    assert props.upwind_fetch == "bare_ground"
 
 
 def test_drift_properties_map_where_the_engine_has_them(addon):

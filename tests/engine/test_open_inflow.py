@@ -116,9 +116,8 @@ def test_a_bad_upwind_fetch_names_the_setting(value):
         SnowSettings(upwind_fetch=value).validate()
 
 
-def test_the_upwind_fetch_defaults_to_the_wrap_around():
-    # Not yet the open snowfield: docs/drift.md, "Open inflow", says why.
-    assert SnowSettings().upwind_fetch == "wrap"
+def test_the_upwind_fetch_defaults_to_the_open_snowfield():
+    assert SnowSettings().upwind_fetch == "open_snowfield"
     for value in ("open_snowfield", "bare_ground", "wrap"):
         SnowSettings(upwind_fetch=value).validate()
 
