@@ -330,6 +330,8 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
     begin = c * count // chunks
     end = (c + 1) * count // chunks
     found = 0
+    # the chunk's grain counts in locals, stored once: chunks' rows share cache lines
+    aloft = landings = upwind_settles = lifted_exits = fresh_lifts = np.int64(0)
     for n in range(begin, end):
         fid = flake_id[n]
         vt, radius, omega = flake_constants(seed, fid, vt_min, vt_max, spiral_radius)
@@ -439,18 +441,18 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
                 if grains:
                     respawn_count[n] = np.uint32(respawn_count[n] | BLOWING)
                     if not was_grain and not outside:
-                        grains_in_chunk[c, FRESH_LIFTS] += 1
+                        fresh_lifts += 1
         if hit and not outside:
             hit_nodes[begin + found] = (nj * hnx + ni) * 8 + np.int64(weight_exponent)
             found += 1
             if grains and was_grain:
-                grains_in_chunk[c, GRAIN_LANDINGS] += weight
+                landings += weight
                 if (respawn_count[n] & FROM_UPWIND) != 0:
-                    grains_in_chunk[c, UPWIND_SETTLES] += weight
+                    upwind_settles += weight
         if hit or z < z0 or beyond:
             if grains and (respawn_count[n] & BLOWING) != 0 and not (hit and not outside) \
                     and (respawn_count[n] & FROM_UPWIND) == 0:
-                grains_in_chunk[c, LIFTED_EXITS] += weight     # lifted, left unsettled
+                lifted_exits += weight     # lifted, left unsettled
             counter = np.uint32(np.uint32(respawn_count[n] & COUNT_BITS) + np.uint32(1))
             z = np.float32(np.float32(top - h) + random_uniform(seed, fid, counter, STREAM_Z) * h)
             if opened:
@@ -479,8 +481,13 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
         vel_x[n], vel_y[n], vel_z[n] = nvx, nvy, nvz
         phase[n] = new_phase
         if grains and (respawn_count[n] & BLOWING) != 0:
-            grains_in_chunk[c, GRAINS_ALOFT] += 1
+            aloft += 1
     hits_in_chunk[c] = found
+    grains_in_chunk[c, GRAINS_ALOFT] = aloft
+    grains_in_chunk[c, GRAIN_LANDINGS] = landings
+    grains_in_chunk[c, UPWIND_SETTLES] = upwind_settles
+    grains_in_chunk[c, LIFTED_EXITS] = lifted_exits
+    grains_in_chunk[c, FRESH_LIFTS] = fresh_lifts
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

@@ -259,33 +259,48 @@ def _fine_value(r, scale, k, j, i):
     return np.float32(r[k, j, i] * scale[k, j, i])
 
 
+@numba.njit(cache=True)
+def _restrict_taps(n_fine, n_coarse, f):
+    """(fine index, weight) of each coarse cell's taps along one axis, shape (n_coarse, 4).
+
+    A tap outside the fine grid keeps weight 0 (its index clamped), as P^T's sum has it."""
+    lo, hi = (-1, 3) if f == 2 else (0, 1)
+    index = np.zeros((n_coarse, 4), np.int64)
+    weight = np.zeros((n_coarse, 4), np.float32)
+    for coarse in range(n_coarse):
+        for tap in range(hi - lo):
+            fine = f * coarse + lo + tap
+            if fine >= 0 and fine < n_fine:
+                weight[coarse, tap] = _axis_weight(fine, coarse, f, n_coarse)
+            index[coarse, tap] = min(max(fine, 0), n_fine - 1)
+    return index, weight
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def _restrict(r, scale, fx, fy, fz, out):
     """out (coarse) = P^T r, or P^T (scale * r)."""
     nz, ny, nx = r.shape
     ncz, ncy, ncx = out.shape
-    lo_z, hi_z = (-1, 3) if fz == 2 else (0, 1)
-    lo_y, hi_y = (-1, 3) if fy == 2 else (0, 1)
-    lo_x, hi_x = (-1, 3) if fx == 2 else (0, 1)
+    taps_z = 4 if fz == 2 else 1
+    taps_y = 4 if fy == 2 else 1
+    taps_x = 4 if fx == 2 else 1
+    kz, wz_all = _restrict_taps(nz, ncz, fz)
+    jy, wy_all = _restrict_taps(ny, ncy, fy)
+    ix, wx_all = _restrict_taps(nx, ncx, fx)
     for KJ in prange(ncz * ncy):
         K = KJ // ncy
         J = KJ % ncy
         for I in range(ncx):
             acc = np.float32(0.0)
-            for dk in range(lo_z, hi_z):
-                k = fz * K + dk
-                wz = _axis_weight(k, K, fz, ncz) if (k >= 0 and k < nz) else np.float32(0.0)
-                kc = min(max(k, 0), nz - 1)
-                for dj in range(lo_y, hi_y):
-                    j = fy * J + dj
-                    wy = _axis_weight(j, J, fy, ncy) if (j >= 0 and j < ny) else np.float32(0.0)
-                    jc = min(max(j, 0), ny - 1)
-                    for di in range(lo_x, hi_x):
-                        i = fx * I + di
-                        wx = _axis_weight(i, I, fx, ncx) if (i >= 0 and i < nx) else np.float32(0.0)
-                        ic = min(max(i, 0), nx - 1)
-                        value = _fine_value(r, scale, kc, jc, ic)
-                        acc = np.float32(acc + np.float32(np.float32(wz * wy) * wx) * value)
+            for a in range(taps_z):
+                wz = wz_all[K, a]
+                kc = kz[K, a]
+                for b in range(taps_y):
+                    wzy = np.float32(wz * wy_all[J, b])
+                    jc = jy[J, b]
+                    for c in range(taps_x):
+                        value = _fine_value(r, scale, kc, jc, ix[I, c])
+                        acc = np.float32(acc + np.float32(wzy * wx_all[I, c]) * value)
             out[K, J, I] = acc
 
 
