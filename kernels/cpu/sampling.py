@@ -81,24 +81,10 @@ def block_open(blocks, component, k0, j0, i0):
 
 
 @numba.njit(cache=True, nogil=True)
-def sample_open(field, fraction, blocks, component, gx, gy, gz, fallback):
-    """Trilinear value over the open faces (``fraction`` > 0, the open fractions of
-    ``field``'s faces; ``component`` 0 u, 1 v, 2 w) only (the reference's sample_open):
-    the corners' weights times their sample weights (min(1, SAMPLE_WEIGHT_SCALE * A_f)),
-    renormalised, ``fallback`` when none is open. Where ``blocks`` says the eight corners'
-    weights are 1, the plain trilinear value (the same operations with every weight 1: the
-    same bits) without reading the fractions."""
-    nk, nj, ni = field.shape
-    i0, i1, tx = _axis(gx, ni)
-    j0, j1, ty = _axis(gy, nj)
-    k0, k1, tz = _axis(gz, nk)
-    if block_open(blocks, component, k0, j0, i0):
-        one = np.float32(1.0)
-        a = np.float32(field[k0, j0, i0] * np.float32(one - tx) + field[k0, j0, i1] * tx)
-        b = np.float32(field[k0, j1, i0] * np.float32(one - tx) + field[k0, j1, i1] * tx)
-        c = np.float32(field[k1, j0, i0] * np.float32(one - tx) + field[k1, j0, i1] * tx)
-        d = np.float32(field[k1, j1, i0] * np.float32(one - tx) + field[k1, j1, i1] * tx)
-        return _mix(_mix(a, b, ty), _mix(c, d, ty), tz)
+def _sample_masked(field, fraction, i0, i1, tx, j0, j1, ty, k0, k1, tz, fallback):
+    """sample_open's path where some corner may be closed. A call, not inlined: only samples
+    next to the terrain take it, and inlined at every sampling site too it made the
+    advection's compile 23.0 s instead of 15.0 s (8.7 s before either was inlined)."""
     a, aw = _open_row(field, fraction, k0, j0, i0, i1, tx)
     b, bw = _open_row(field, fraction, k0, j1, i0, i1, tx)
     c, cw = _open_row(field, fraction, k1, j0, i0, i1, tx)
@@ -116,7 +102,31 @@ def sample_open(field, fraction, blocks, component, gx, gy, gz, fallback):
     return np.float32(fallback)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(inline="always", cache=True)
+def sample_open(field, fraction, blocks, component, gx, gy, gz, fallback):
+    """Trilinear value over the open faces (``fraction`` > 0, the open fractions of
+    ``field``'s faces; ``component`` 0 u, 1 v, 2 w) only (the reference's sample_open):
+    the corners' weights times their sample weights (min(1, SAMPLE_WEIGHT_SCALE * A_f)),
+    renormalised, ``fallback`` when none is open. Where ``blocks`` says the eight corners'
+    weights are 1, the plain trilinear value (the same operations with every weight 1: the
+    same bits) without reading the fractions. Inlined, as open_range: called per face, the
+    calls cost the advection a fifth of its time (cpu-small: the MacCormack correction 8.3
+    -> 6.1-6.4 ms, the advection 4.7 -> 3.8-3.9 ms per step)."""
+    nk, nj, ni = field.shape
+    i0, i1, tx = _axis(gx, ni)
+    j0, j1, ty = _axis(gy, nj)
+    k0, k1, tz = _axis(gz, nk)
+    if block_open(blocks, component, k0, j0, i0):
+        one = np.float32(1.0)
+        a = np.float32(field[k0, j0, i0] * np.float32(one - tx) + field[k0, j0, i1] * tx)
+        b = np.float32(field[k0, j1, i0] * np.float32(one - tx) + field[k0, j1, i1] * tx)
+        c = np.float32(field[k1, j0, i0] * np.float32(one - tx) + field[k1, j0, i1] * tx)
+        d = np.float32(field[k1, j1, i0] * np.float32(one - tx) + field[k1, j1, i1] * tx)
+        return _mix(_mix(a, b, ty), _mix(c, d, ty), tz)
+    return _sample_masked(field, fraction, i0, i1, tx, j0, j1, ty, k0, k1, tz, fallback)
+
+
+@numba.njit(inline="always", cache=True)
 def open_range(field, fraction, blocks, component, gx, gy, gz, fallback):
     """(low, high) of the open corner samples around fractional indices; fallback twice
     when none is open (all eight, without the mask, where ``blocks`` says so)."""
