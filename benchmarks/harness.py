@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from ..snow_addon import stages
 from ..snow_addon.errors import SnowInputError, SnowMemoryError
+from ..snow_addon.threads import ADAPTIVE_THREADS_VARIABLE
 from ..snow_addon.presets import (CPU_BENCHMARK_SCENES, GPU_BENCHMARK_SCENES, build_simulation,
                                   get_preset)
 
@@ -266,6 +267,7 @@ def _competing(sim, args) -> dict:
     Blender's own thread or another program does during a bake: the median of three timed
     runs of args.steps steps (and args.min_seconds), and the three rates."""
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    before = _thread_steps(sim)
     try:
         time.sleep(0.5)
         rates = []
@@ -275,7 +277,23 @@ def _competing(sim, args) -> dict:
     finally:
         busy.kill()
         busy.wait()
-    return {"steps_per_s_competing": sorted(rates)[1], "steps_per_s_competing_runs": rates}
+    counts = _thread_steps(sim, before)
+    if getattr(sim, "thread_governor", None) is not None:
+        sim.thread_governor.reset()     # the profiled pass after this runs on an idle machine
+    return {"steps_per_s_competing": sorted(rates)[1], "steps_per_s_competing_runs": rates,
+            "steps_at_threads_competing": counts}
+
+
+def _thread_steps(sim, before: dict | None = None) -> dict:
+    """Steps run at each CPU thread count by the simulation's thread governor
+    (snow_addon.threads), minus ``before``; {} without one (GPU, or turned off)."""
+    governor = getattr(sim, "thread_governor", None)
+    if governor is None:
+        return {}
+    counts = {str(k): v for k, v in sorted(governor.steps_at.items())}
+    if before:
+        counts = {k: v - before.get(k, 0) for k, v in counts.items() if v - before.get(k, 0)}
+    return counts
 
 
 def _cpu_threading(backend) -> dict | None:
@@ -288,7 +306,8 @@ def _cpu_threading(backend) -> dict | None:
         layer = numba.threading_layer()
     except ValueError:   # no parallel region has run yet
         layer = None
-    return {"layer": layer, "threads": numba.get_num_threads(),
+    return {"layer": layer, "threads": numba.config.NUMBA_NUM_THREADS,
+            "adaptive": os.environ.get(ADAPTIVE_THREADS_VARIABLE, "1") != "0",
             "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT"),
             "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}
 
@@ -326,8 +345,10 @@ def benchmark_scene(name: str, args, copy_bytes_per_s: float) -> dict:
     backend.synchronize()
     record["warmup_s"] = time.perf_counter() - begin
 
+    before = _thread_steps(sim)
     timed, elapsed, last = _timed_steps(sim, args)
     per_step = elapsed / timed
+    record["steps_at_threads"] = _thread_steps(sim, before)
     if getattr(args, "compete", False):
         record.update(_competing(sim, args), threading=_cpu_threading(backend))
     record.update(steps=timed, seconds=elapsed, steps_per_s=1.0 / per_step,
@@ -388,6 +409,15 @@ def benchmark_scene(name: str, args, copy_bytes_per_s: float) -> dict:
     return record
 
 
+def _fmt_thread_steps(counts) -> str:
+    """" (adaptive: threads 2 for 50 steps, 1 for 10 steps)" from a steps-at-threads dict."""
+    if not counts:
+        return ""
+    parts = [f"{threads} for {steps} steps" for threads, steps in
+             sorted(counts.items(), key=lambda item: -int(item[0]))]
+    return " (adaptive: threads " + ", ".join(parts) + ")"
+
+
 def _fmt_load(load) -> str:
     return "?" if load is None else f"{load:.2f}"
 
@@ -413,14 +443,16 @@ def print_scene(record: dict, copy_bytes_per_s: float) -> None:
           f"{record.get('wind_substeps', 1)} solve(s) every {record.get('wind_interval', 1)} "
           f"step(s), {record.get('wind_boundary', 'cut_cells')}); "
           f"{record['ns_per_flake_step']:.1f} ns per flake-step; "
-          f"{record['ns_per_cell_step']:.1f} ns per cell-step")
+          f"{record['ns_per_cell_step']:.1f} ns per cell-step"
+          f"{_fmt_thread_steps(record.get('steps_at_threads'))}")
     if "steps_per_s_competing" in record:
         threading = record.get("threading") or {}
         print(f"  with another process keeping one core busy: "
               f"{record['steps_per_s_competing']:.2f} steps/s (median of 3: "
               f"{record['steps_per_s_competing'] / record['steps_per_s']:.0%} of the rate "
               f"without it); threading layer {threading.get('layer')}, "
-              f"{threading.get('threads')} threads, GOMP_SPINCOUNT "
+              f"{threading.get('threads')} threads"
+              f"{_fmt_thread_steps(record.get('steps_at_threads_competing'))}, GOMP_SPINCOUNT "
               f"{threading.get('GOMP_SPINCOUNT')}, OMP_WAIT_POLICY "
               f"{threading.get('OMP_WAIT_POLICY')}")
     wind = record.get("last_wind")

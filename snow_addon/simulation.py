@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,7 @@ from .grid import WindGrid
 from .options import SolverOptions
 from .settings import SnowSettings
 from .terrain import Heightmap, build_heightmap, vertex_snow_depth
+from .threads import cpu_thread_governor
 from .wind import WindSolver, WindStepInfo, wind_schedule
 
 #: Share of the backend's free memory a bake may plan to use (the rest is headroom for
@@ -156,6 +158,9 @@ class Simulation:
         _raise_if_too_big(self.memory_plan, settings, self.grid, self.backend)
 
         self.timer = StageTimer(self.backend, enabled=profile)
+        #: the CPU kernels' thread count, chosen from the step times (snow_addon.threads;
+        #: None on the GPU): a busy core costs the bake less
+        self.thread_governor = cpu_thread_governor(self.backend)
         self.cover = SnowCover(settings, self.heightmap, self.grid, self.backend)
         self.cover.timer = self.timer
         self.wind = WindSolver(settings, self.grid, self.backend, options)
@@ -200,7 +205,11 @@ class Simulation:
         dt = self.settings.time_step
         timer = self.timer
         last_step = self.step_index + int(count)
+        threads = self.thread_governor
+        if threads is not None:
+            threads.apply()
         for index in range(int(count)):
+            started = time.perf_counter()
             if index == count - 1:
                 self._hit_total_before[...] = self.cover.hit_total
             if self.step_index >= self._next_wind_step:
@@ -229,6 +238,8 @@ class Simulation:
                                                self.heightmap.grid)
                     if self.drift is not None:
                         self.drift.update_shelter(self.time)
+            if threads is not None:
+                threads.step_done(time.perf_counter() - started)
         return self.diagnostics
 
     def _step_wind(self, dt: float) -> None:

@@ -266,6 +266,14 @@ def test_benchmark_times_the_scene_again_beside_a_busy_process(tmp_path, capsys)
     assert len(runs) == 3 and all(rate > 0 for rate in runs)
     assert scene["steps_per_s_competing"] == sorted(runs)[1]
     assert scene["threading"]["layer"] == numba.threading_layer()
+    # the thread governor (snow_addon.threads) reports the steps it ran at each count
+    adaptive = os.environ.get("SNOWFALL_ADAPTIVE_THREADS", "1") != "0"
+    assert scene["threading"]["adaptive"] is adaptive
+    counts = scene["steps_at_threads_competing"]
+    if adaptive and numba.config.NUMBA_NUM_THREADS > 1:
+        assert counts and all(1 <= int(threads) <= numba.config.NUMBA_NUM_THREADS and steps > 0
+                              for threads, steps in counts.items())
+        assert sum(scene["steps_at_threads"].values()) == scene["steps"]
     # the kernels' package sets the OpenMP threads' spin before Numba starts them
     assert scene["threading"]["GOMP_SPINCOUNT"] == os.environ["GOMP_SPINCOUNT"]
     assert "with another process keeping one core busy" in capsys.readouterr().out
