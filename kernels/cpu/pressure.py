@@ -261,7 +261,8 @@ def _fine_value(r, scale, k, j, i):
 
 @numba.njit(cache=True)
 def _restrict_taps(n_fine, n_coarse, f):
-    """(fine index, weight) of each coarse cell's taps along one axis, shape (n_coarse, 4).
+    """(fine index, weight) of each coarse cell's taps along one axis, shape (n_coarse, 4),
+    and the number of taps used (4 where the axis coarsens by 2, else 1).
 
     A tap outside the fine grid keeps weight 0 (its index clamped), as P^T's sum has it."""
     lo, hi = (-1, 3) if f == 2 else (0, 1)
@@ -273,7 +274,7 @@ def _restrict_taps(n_fine, n_coarse, f):
             if fine >= 0 and fine < n_fine:
                 weight[coarse, tap] = _axis_weight(fine, coarse, f, n_coarse)
             index[coarse, tap] = min(max(fine, 0), n_fine - 1)
-    return index, weight
+    return index, weight, hi - lo
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -281,12 +282,9 @@ def _restrict(r, scale, fx, fy, fz, out):
     """out (coarse) = P^T r, or P^T (scale * r)."""
     nz, ny, nx = r.shape
     ncz, ncy, ncx = out.shape
-    taps_z = 4 if fz == 2 else 1
-    taps_y = 4 if fy == 2 else 1
-    taps_x = 4 if fx == 2 else 1
-    kz, wz_all = _restrict_taps(nz, ncz, fz)
-    jy, wy_all = _restrict_taps(ny, ncy, fy)
-    ix, wx_all = _restrict_taps(nx, ncx, fx)
+    kz, wz_all, taps_z = _restrict_taps(nz, ncz, fz)
+    jy, wy_all, taps_y = _restrict_taps(ny, ncy, fy)
+    ix, wx_all, taps_x = _restrict_taps(nx, ncx, fx)
     for KJ in prange(ncz * ncy):
         K = KJ // ncy
         J = KJ % ncy
