@@ -5,7 +5,7 @@ take one. With every core's thread, the kernels' parallel loops then wait at eac
 for the thread whose core is taken (a CPU step runs about 300 parallel loops): on this
 project's 2-core machine cpu-small ran 28-31 steps/s idle with 2 threads and 8.3-8.9 with
 another process keeping one core busy, while 1 thread ran 17.1 idle and 16.4 beside the
-same process (docs/benchmarks.md, "A busy machine"; with the governor 16.1). No fixed count
+same process (docs/benchmarks.md, "A busy machine"; with the governor 15.8). No fixed count
 is right for both, so ``ThreadGovernor`` measures: it times the steps in windows, and now
 and then runs one window with one thread fewer (or more) and keeps whichever count stepped
 faster. Two windows in a row much slower than the recent ones at the same count (another
