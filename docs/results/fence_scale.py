@@ -3,7 +3,8 @@ from its finer wind cells (H/4 = 0.25 m), from the snowfall burying it (60 m/h f
 of snow), or from the wind seeing the snow? python fence_scale.py BACKEND [CASES] with the
 snowfall package on PYTHONPATH; the "blind" case and NO_TRANSPORT=1 need
 collapse_variants_wind.patch and collapse_variants_drift.patch applied to it (git apply);
-SPEEDS=8,12 picks the wind speeds. Not part of the add-on (gpu-h100-fence-scale.log)."""
+SPEEDS=8,12 picks the wind speeds, FETCH=wrap (or bare_ground) the upwind fetch. Not part
+of the add-on (gpu-h100-fence-scale.log)."""
 import os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 import drift_validation as dv
@@ -28,7 +29,10 @@ for name in chosen:
         speeds = [8.0]
     for speed in speeds:
         t0 = time.time()
-        result = dv.run_scene(scene, backend, None, None, dict(extra, seed=1, wind_speed=speed))
+        values = dict(extra, seed=1, wind_speed=speed)
+        if os.environ.get("FETCH"):
+            values["upwind_fetch"] = os.environ["FETCH"]
+        result = dv.run_scene(scene, backend, None, None, values)
         d = result["derived"]
         print(f"FENCE {name} | {speed:g} m/s | " + ", ".join(
             f"{k} {d.get(k):.3g}" if isinstance(d.get(k), float) else f"{k} {d.get(k)}" for k in keys)
