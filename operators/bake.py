@@ -928,6 +928,9 @@ class _BakeBase:
                 area.tag_redraw()
 
     def _close(self, context, job):
+        # the bar's last value is the bake's own (every frame baked: 1000), not the last
+        # tick's: the final frame can finish between two ticks
+        context.window_manager.progress_update(int(1000 * job.progress))
         self._end(context)
         if job.stage == "stopped":
             if job.sim is None or not hasattr(job, "record"):
