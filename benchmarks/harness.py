@@ -290,7 +290,7 @@ def _thread_steps(sim, before: dict | None = None) -> dict:
     governor = getattr(sim, "thread_governor", None)
     if governor is None:
         return {}
-    counts = {str(k): v for k, v in sorted(governor.steps_at.items())}
+    counts = governor.report()["steps_at_threads"]
     if before:
         counts = {k: v - before.get(k, 0) for k, v in counts.items() if v - before.get(k, 0)}
     return counts

@@ -66,22 +66,21 @@ class ThreadGovernor:
         self.steps_at: collections.Counter = collections.Counter()
         #: trials run and trials won (the count changed)
         self.trials, self.changes = 0, 0
-        self._gap = self.first_gap
-        self._since_trial = 0
         self._recent = collections.deque(maxlen=max(2, int(recent_windows)))
+        self._clear()
+
+    def _clear(self) -> None:
+        """The choice's state as at the start: no trial, no windows seen."""
         self._trial: tuple[int, float] | None = None   # (count before it, its s per step)
-        self._slow_windows = 0
         self._next_trial_fewer = True    # between 1 and the most: the direction alternates
+        self._recent.clear()
+        self._gap, self._since_trial, self._slow_windows = self.first_gap, 0, 0
         self._window_time, self._window_count = 0.0, 0
 
     def reset(self) -> None:
         """Start over at every thread, as at the start of a bake (the step, trial and change
         counts stay)."""
-        self._trial = None
-        self._next_trial_fewer = True
-        self._recent.clear()
-        self._gap, self._since_trial, self._slow_windows = self.first_gap, 0, 0
-        self._window_time, self._window_count = 0.0, 0
+        self._clear()
         self._use(self.max_threads)
 
     def apply(self) -> int | None:
