@@ -11,7 +11,7 @@ the number of iterations over 100 ms are printed for the phase before the first 
 phase of baking frames, next to the goal (under 100 ms).
 
     python -m snowfall.benchmarks.bake_stall --scene box_test --frames 24 [--cold]
-        [--out results.json]
+        [--out results.json] [--dump-stalls stacks.txt]
 
 The add-on is enabled as in an interactive Blender (its kernels start being prepared on the
 simulation thread at once) and Bake is pressed right after the scene is built, so the first
@@ -19,7 +19,8 @@ phase includes that preparation. ``--cold`` compiles the CPU kernels into a new,
 folder (SNOWFALL_KERNEL_CACHE), as the first Bake on a machine does; without it, they come
 from the add-on's compile cache folder.
 The Esc latency (from Esc to the operator returning) is measured at the end of a second,
-interrupted bake. Needs the bpy module (tools/setup.sh).
+interrupted bake. ``--dump-stalls`` writes every thread's Python stack whenever Blender's
+thread is held over 200 ms: the call that held it. Needs the bpy module (tools/setup.sh).
 """
 from __future__ import annotations
 
@@ -91,8 +92,15 @@ def _fake_operator(scene):
     return operator, context, status, reports
 
 
-def drive(scene, tick: float, stop_after_frame: int | None = None) -> dict:
-    """Run one modal bake through an emulated event loop; the main thread's stalls."""
+def drive(scene, tick: float, stop_after_frame: int | None = None, dump=None,
+          dump_after: float = 0.2) -> dict:
+    """Run one modal bake through an emulated event loop; the main thread's stalls.
+
+    ``dump``: an open file; when an iteration of the loop runs ``dump_after`` seconds past
+    its sleep, every thread's Python stack is written there (by faulthandler's own thread,
+    which needs no GIL), so the call that held Blender's thread shows.
+    """
+    import faulthandler
     from types import SimpleNamespace
 
     from ..operators.bake import running_job
@@ -108,6 +116,8 @@ def drive(scene, tick: float, stop_after_frame: int | None = None) -> dict:
     prepared_at = None
     while result == {"RUNNING_MODAL"}:
         before = time.perf_counter()
+        if dump is not None:
+            faulthandler.dump_traceback_later(tick + dump_after, file=dump)
         time.sleep(tick)
         work_started = time.perf_counter()
         _ui_work()
@@ -125,6 +135,8 @@ def drive(scene, tick: float, stop_after_frame: int | None = None) -> dict:
             esc_seconds = time.perf_counter() - pressed
             break
         result = operator.modal(context, timer)
+        if dump is not None:
+            faulthandler.cancel_dump_traceback_later()
         iteration = time.perf_counter() - before
         # What held the main thread: the iteration's time beyond its sleep and its own UI
         # work (waiting for the GIL after the sleep, and the operator's modal call).
@@ -154,6 +166,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cold", action="store_true",
                         help="compile the kernels into a new, empty folder first")
     parser.add_argument("--out", help="write the figures as JSON here")
+    parser.add_argument("--dump-stalls", metavar="FILE",
+                        help="write every thread's Python stack here whenever Blender's "
+                        "thread is held for over 200 ms (to find the call that holds it)")
     args = parser.parse_args(argv)
     if args.frames < 2 or args.flakes < 1 or args.tick <= 0.0:
         parser.error("--frames must be >= 2, --flakes >= 1 and --tick > 0")
@@ -176,9 +191,15 @@ def main(argv=None) -> int:
           f"({os.cpu_count()} cores, {platform.processor() or platform.machine()}), kernels "
           f"{'cold (empty compile cache)' if args.cold else 'from the compile cache'}",
           flush=True)
-    full = drive(scene, args.tick)
-    bpy.ops.snowfall.free()
-    interrupted = drive(scene, args.tick, stop_after_frame=max(2, args.frames // 3))
+    dump = open(args.dump_stalls, "w", encoding="utf-8") if args.dump_stalls else None
+    try:
+        full = drive(scene, args.tick, dump=dump)
+        bpy.ops.snowfall.free()
+        interrupted = drive(scene, args.tick, stop_after_frame=max(2, args.frames // 3),
+                            dump=dump)
+    finally:
+        if dump is not None:
+            dump.close()
     figures = {"scene": args.scene, "frames": args.frames, "flakes": args.flakes,
                "cold": args.cold, "tick_s": args.tick, "cores": os.cpu_count(),
                "python": sys.version.split()[0], "blender": ".".join(map(str, bpy.app.version)),

@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
-from ..kernels.contract import INFLOW_HEIGHT_BINS, MAX_GRAIN_WEIGHT_EXPONENT, STREAM_LIFT_HEIGHT
-from .backend import host_kernels
+from ..kernels.contract import INFLOW_HEIGHT_BINS, MAX_GRAIN_WEIGHT_EXPONENT
+from .backend import build_module
 
 FLIGHT_SAMPLES = 1024
 """Grain flights stepped per wind speed (the mean distance to about 3 %)."""
@@ -43,52 +43,29 @@ HEIGHT_UNITS = 1 << 20
 @functools.lru_cache(maxsize=32)
 def grain_flights(speed: float, ustar: float, cell_size: float, column: float, dt: float,
                   eddy_scale: float, mixing_height: float, eddy_steps: int,
-                  grain_speed: float, gravity: float) -> tuple[float, tuple[int, ...]]:
+                  grain_speed: float, gravity: float, backend_name: str = "numpy"
+                  ) -> tuple[float, tuple[int, ...]]:
     """(mean distance downwind a lifted grain flies before it lands, m; the heights at
     which such grains cross a line across the wind, int counts per whole wind cell above
     the ground, INFLOW_HEIGHT_BINS of them, the last taking the rest) over level ground
     ``column`` m below the wind grid's top in a wind of ``speed`` m/s at every height,
     u* ``ustar`` m/s: FLIGHT_SAMPLES grains lifted to a uniform height within a cell
     (``cell_size`` m) with the wind's velocity, stepped every ``dt`` s with the flakes'
-    drag (terminal speed ``grain_speed``) and eddies (kernels.reference.flakes) until they
-    land or LONGEST_FLIGHT. Deterministic (seed 0; the same on every machine)."""
-    f32 = np.float32
-    eddy_velocity = host_kernels("flakes").eddy_velocity
-    random_uniform = host_kernels("rng").random_uniform
-    ids = np.arange(FLIGHT_SAMPLES, dtype=np.uint32)
-    h, dt32, fall, g = f32(cell_size), f32(dt), f32(grain_speed), f32(gravity)
-    z = (random_uniform(0, ids, 0, STREAM_LIFT_HEIGHT) * h).astype(f32)
-    vx = np.full(ids.size, f32(speed))
-    vy, vz = np.zeros(ids.size, f32), np.zeros(ids.size, f32)
-    travelled = 0.0
-    crossings = np.zeros(INFLOW_HEIGHT_BINS, np.float64)
-    aloft = np.arange(ids.size)
-    for step in range(int(LONGEST_FLIGHT / float(dt))):
-        if aloft.size == 0:
-            break
-        za = z[aloft]
-        ustars = np.full(aloft.size, f32(ustar))
-        ex, ey, ez = eddy_velocity(0, ids[aloft], step, eddy_steps, eddy_scale, mixing_height,
-                                   dt32, ustars, za, (f32(column) - za).astype(f32))
-        wind_x = (f32(speed) + ex).astype(f32)
-        old_x, old_y, old_z = vx[aloft], vy[aloft], vz[aloft]
-        rx, ry, rz = wind_x - old_x, ey - old_y, ez - old_z
-        k = (g * np.sqrt(rx * rx + ry * ry + rz * rz) / (fall * fall)).astype(f32)
-        denominator = (f32(1.0) + k * dt32).astype(f32)
-        new_x = ((old_x + dt32 * (k * wind_x)) / denominator).astype(f32)
-        new_y = ((old_y + dt32 * (k * ey)) / denominator).astype(f32)
-        new_z = ((old_z + dt32 * (k * ez - g)) / denominator).astype(f32)
-        advance = (f32(0.5) * (old_x + new_x) * dt32).astype(f32)
-        travelled += float(advance.sum(dtype=np.float64))
-        # a grain crosses a line across the wind in proportion to its speed along the wind
-        cells = np.minimum(np.floor(za / h), INFLOW_HEIGHT_BINS - 1).astype(np.int64)
-        crossings += np.bincount(np.maximum(cells, 0), weights=advance,
-                                 minlength=INFLOW_HEIGHT_BINS)
-        za = np.minimum((za + f32(0.5) * (old_z + new_z) * dt32).astype(f32), f32(column))
-        z[aloft], vx[aloft], vy[aloft], vz[aloft] = za, new_x, new_y, new_z
-        aloft = aloft[za >= 0.0]
-    heights = np.floor(crossings / crossings.sum() * HEIGHT_UNITS).astype(np.int64)
-    return travelled / ids.size, tuple(int(value) for value in heights)
+    drag (terminal speed ``grain_speed``) and eddies until they land or LONGEST_FLIGHT
+    (the flights kernel, kernels.reference.flakes.grain_flights, of the build that
+    ``backend_name`` runs: "numpy", "cpu" or "gpu", the same bits on each). Deterministic
+    (seed 0; the same on every machine)."""
+    flights = build_module(backend_name, "flakes").grain_flights
+    travelled, crossings = flights(speed, ustar, cell_size, column, dt, eddy_scale,
+                                   mixing_height, eddy_steps, grain_speed, gravity,
+                                   FLIGHT_SAMPLES, int(LONGEST_FLIGHT / float(dt)))
+    if backend_name == "gpu":
+        travelled, crossings = travelled.get(), crossings.get()
+    # exactly rounded sums: the same whatever order a build's threads summed the grains in
+    distance = math.fsum(travelled.tolist()) / FLIGHT_SAMPLES
+    per_cell = np.array([math.fsum(column_sums) for column_sums in crossings.T.tolist()])
+    heights = np.floor(per_cell / math.fsum(per_cell.tolist()) * HEIGHT_UNITS).astype(np.int64)
+    return distance, tuple(int(value) for value in heights)
 
 
 def lift_chance(ustar: float, threshold: float, strength: float) -> float:
@@ -116,18 +93,19 @@ def entering_share(grains_per_flake: float) -> tuple[float, int]:
 
 class OpenSnowfieldSuspension:
     """The grains that enter across the upwind edge per respawning flake for one
-    simulation (snow_addon.drift.SnowDrift builds it with an open snowfield upwind)."""
+    simulation (snow_addon.drift.SnowDrift builds it with an open snowfield upwind; the
+    grains' flights run on ``backend_name``'s build)."""
 
     def __init__(self, settings, grid, column: float, ustar_per_speed: float,
                  threshold: float, eddy_scale: float, mixing_height: float, eddy_steps: int,
-                 grain_speed: float):
+                 grain_speed: float, backend_name: str = "numpy"):
         self.settings, self.grid = settings, grid
         #: m from the terrain's mean height to the wind grid's top
         self.column = max(float(column), float(grid.cell_size))
         self.ustar_per_speed, self.threshold = float(ustar_per_speed), float(threshold)
         self._flight_constants = (float(grid.cell_size), self.column, float(settings.time_step),
                                   float(eddy_scale), float(mixing_height), int(eddy_steps),
-                                  float(grain_speed), float(settings.gravity))
+                                  float(grain_speed), float(settings.gravity), backend_name)
 
     def _flights(self, speed: float) -> tuple[float, np.ndarray]:
         """(mean flight m, heights float64 (INFLOW_HEIGHT_BINS,)) at ``speed`` m/s, linear

@@ -234,6 +234,61 @@ def eddy_velocity(seed, fid, step_index, eddy_steps, eddy_scale, mixing_height, 
 
 
 @numba.njit(inline="always", cache=True)
+def _drag(vx, vy, vz, wind_x, wind_y, wind_z, fall, g, dt):
+    """The velocity (m/s) after one semi-implicit step of ``dt`` s of quadratic drag
+    towards the air's velocity (terminal speed ``fall`` m/s) and gravity ``g`` m/s^2."""
+    rx = np.float32(wind_x - vx)
+    ry = np.float32(wind_y - vy)
+    rz = np.float32(wind_z - vz)
+    k = np.float32(g * np.float32(math.sqrt(np.float32(rx * rx + ry * ry + rz * rz)))
+                   / np.float32(fall * fall))
+    denominator = np.float32(np.float32(1.0) + k * dt)
+    nvx = np.float32(np.float32(vx + dt * np.float32(k * wind_x)) / denominator)
+    nvy = np.float32(np.float32(vy + dt * np.float32(k * wind_y)) / denominator)
+    nvz = np.float32(np.float32(vz + dt * np.float32(k * wind_z - g)) / denominator)
+    return nvx, nvy, nvz
+
+
+@numba.njit(cache=True, nogil=True)
+def _grain_flights(speed, ustar, h, top, dt, eddy_scale, mixing_height, eddy_steps, fall, g,
+                   steps, travelled, crossings):
+    seed = np.uint32(0)
+    half = np.float32(0.5)
+    last_bin = crossings.shape[1] - 1
+    for n in range(travelled.size):
+        fid = np.uint32(n)
+        z = np.float32(random_uniform(seed, fid, np.uint32(0), STREAM_LIFT_HEIGHT) * h)
+        vx, vy, vz = speed, np.float32(0.0), np.float32(0.0)
+        for step in range(steps):
+            ex, ey, ez = eddy_velocity(seed, fid, np.uint32(step), eddy_steps, eddy_scale,
+                                       mixing_height, dt, ustar, z, np.float32(top - z))
+            wind_x = np.float32(speed + ex)
+            nvx, nvy, nvz = _drag(vx, vy, vz, wind_x, ey, ez, fall, g, dt)
+            advance = np.float32(np.float32(half * np.float32(vx + nvx)) * dt)
+            travelled[n] += np.float64(advance)
+            cell = min(max(int(math.floor(np.float32(z / h))), 0), last_bin)
+            crossings[n, cell] += np.float64(advance)
+            z = min(np.float32(z + np.float32(np.float32(half * np.float32(vz + nvz)) * dt)), top)
+            vx, vy, vz = nvx, nvy, nvz
+            if not z >= np.float32(0.0):
+                break
+
+
+def grain_flights(speed, ustar, cell_size, column, dt, eddy_scale, mixing_height, eddy_steps,
+                  grain_speed, gravity, samples, steps):
+    """See kernels.reference.flakes.grain_flights (one grain after the other, without the
+    GIL: a bake's thread computes these while Blender's runs)."""
+    travelled = np.zeros(int(samples), np.float64)
+    crossings = np.zeros((int(samples), INFLOW_HEIGHT_BINS), np.float64)
+    _grain_flights(np.float32(speed), np.float32(ustar), np.float32(cell_size),
+                   np.float32(column), np.float32(dt), np.float32(eddy_scale),
+                   np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
+                   np.float32(grain_speed), np.float32(gravity), int(steps), travelled,
+                   crossings)
+    return travelled, crossings
+
+
+@numba.njit(inline="always", cache=True)
 def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed, threshold,
                heading_x, heading_y, strength):
     """See kernels.reference.flakes.lift_share (one point)."""
@@ -356,15 +411,7 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
             wind_x = np.float32(wind_x + ex)
             wind_y = np.float32(wind_y + ey)
             wind_z = np.float32(wind_z + ez)
-        rx = np.float32(wind_x - vx)
-        ry = np.float32(wind_y - vy)
-        rz = np.float32(wind_z - vz)
-        k = np.float32(g * np.float32(math.sqrt(np.float32(rx * rx + ry * ry + rz * rz)))
-                       / np.float32(fall * fall))
-        denominator = np.float32(one + k * dt)
-        nvx = np.float32(np.float32(vx + dt * np.float32(k * wind_x)) / denominator)
-        nvy = np.float32(np.float32(vy + dt * np.float32(k * wind_y)) / denominator)
-        nvz = np.float32(np.float32(vz + dt * np.float32(k * wind_z - g)) / denominator)
+        nvx, nvy, nvz = _drag(vx, vy, vz, wind_x, wind_y, wind_z, fall, g, dt)
         rx = np.float32(wind_x - nvx)
         ry = np.float32(wind_y - nvy)
         rz = np.float32(wind_z - nvz)

@@ -545,6 +545,57 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     }
 }
 
+// kernels.reference.flakes.grain_flights: one thread per grain (seed 0, id n)
+extern "C" __global__ void grain_flights(float speed, float ustar, float h, float top, float dt,
+        float eddy_scale, float mixing_height, unsigned int eddy_steps, float fall, float g,
+        int steps, double* __restrict__ travelled, double* __restrict__ crossings, int count) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= count) return;
+    unsigned int fid = (unsigned int)n;
+    float z = random_uniform(0u, fid, 0u, STREAM_LIFT_HEIGHT) * h;
+    float vx = speed, vy = 0.0f, vz = 0.0f;
+    double distance = 0.0;
+    double* row = crossings + (size_t)n * INFLOW_HEIGHT_BINS;
+    float gradient = eddy_scale * ustar;
+    float half_gradient = 0.5f * gradient;
+    float period = (float)eddy_steps * dt;
+    for (int step = 0; step < steps; ++step) {
+        // eddy_velocity
+        unsigned int shifted = (unsigned int)step + fid % eddy_steps;
+        unsigned int node = shifted / eddy_steps, after = node + 1u;
+        float frac = (float)(shifted % eddy_steps) / (float)eddy_steps;
+        float d = fmaxf(z, 0.0f), lid = fmaxf(top - z, 0.0f);
+        bool ground_wins = d <= mixing_height && d <= lid;
+        bool lid_wins = !ground_wins && lid < mixing_height;
+        float mixing = ground_wins ? d : (lid_wins ? lid : mixing_height);
+        float diffusivity = gradient * mixing;
+        float sigma = sqrtf(2.0f * diffusivity / period) * SQRT3;
+        float ex = sigma * ((1.0f - frac) * (2.0f * random_uniform(0u, fid, node, STREAM_EDDY_X) - 1.0f)
+                            + frac * (2.0f * random_uniform(0u, fid, after, STREAM_EDDY_X) - 1.0f));
+        float ey = sigma * ((1.0f - frac) * (2.0f * random_uniform(0u, fid, node, STREAM_EDDY_Y) - 1.0f)
+                            + frac * (2.0f * random_uniform(0u, fid, after, STREAM_EDDY_Y) - 1.0f));
+        float ez = sigma * ((1.0f - frac) * (2.0f * random_uniform(0u, fid, node, STREAM_EDDY_Z) - 1.0f)
+                            + frac * (2.0f * random_uniform(0u, fid, after, STREAM_EDDY_Z) - 1.0f));
+        if (ground_wins) ez = ez + half_gradient;
+        else if (lid_wins) ez = ez - half_gradient;
+        float wind_x = speed + ex;
+        float rx = wind_x - vx, ry = ey - vy, rz = ez - vz;
+        float k = g * sqrtf(rx * rx + ry * ry + rz * rz) / (fall * fall);
+        float denominator = 1.0f + k * dt;
+        float nvx = (vx + dt * (k * wind_x)) / denominator;
+        float nvy = (vy + dt * (k * ey)) / denominator;
+        float nvz = (vz + dt * (k * ez - g)) / denominator;
+        float advance = 0.5f * (vx + nvx) * dt;
+        distance += (double)advance;
+        int cell = min(max((int)floorf(z / h), 0), INFLOW_HEIGHT_BINS - 1);
+        row[cell] += (double)advance;
+        z = fminf(z + 0.5f * (vz + nvz) * dt, top);
+        vx = nvx; vy = nvy; vz = nvz;
+        if (!(z >= 0.0f)) break;
+    }
+    travelled[n] = distance;
+}
+
 extern "C" __global__ void cell_keys(const float* __restrict__ pos_x, const float* __restrict__ pos_y,
         const float* __restrict__ pos_z, float wx0, float wy0, float wz0, float h, int nx, int ny,
         int nz, unsigned int* __restrict__ keys, int count) {
@@ -738,6 +789,21 @@ def sort_permutation(keys, cell_counts, destination):
 def scatter(source, destination, out):
     """out[destination[n]] = source[n] (4-byte words)."""
     _launch("scatter", source.size, (source, destination, out))
+
+
+def grain_flights(speed, ustar, cell_size, column, dt, eddy_scale, mixing_height, eddy_steps,
+                  grain_speed, gravity, samples, steps):
+    """See kernels.reference.flakes.grain_flights (a thread per grain; CuPy float64 arrays)."""
+    import cupy
+
+    travelled = cupy.zeros(int(samples), cupy.float64)
+    crossings = cupy.zeros((int(samples), INFLOW_HEIGHT_BINS), cupy.float64)
+    _launch("grain_flights", int(samples),
+            (np.float32(speed), np.float32(ustar), np.float32(cell_size), np.float32(column),
+             np.float32(dt), np.float32(eddy_scale), np.float32(mixing_height),
+             np.uint32(max(int(eddy_steps), 1)), np.float32(grain_speed), np.float32(gravity),
+             np.int32(steps), travelled, crossings))
+    return travelled, crossings
 
 
 #: The records-taking entry points (kernels.contract.FlakesKernels) of the bodies above.

@@ -218,6 +218,52 @@ def eddy_velocity(seed, flake_id, step_index, eddy_steps, eddy_scale, mixing_hei
     return tuple(out)
 
 
+def grain_flights(speed, ustar, cell_size, column, dt, eddy_scale, mixing_height, eddy_steps,
+                  grain_speed, gravity, samples, steps):
+    """Flights of ``samples`` grains of blowing snow over level open ground under a wind of
+    ``speed`` m/s along x at every height and friction velocity ``ustar`` m/s (the open
+    fetch of snow_addon.suspension). Grain n (seed 0, id n) starts at a uniform height
+    within one cell (``cell_size`` m; stream STREAM_LIFT_HEIGHT, counter 0) with the wind's
+    velocity, then steps ``dt`` s at a time with the flakes' drag (terminal speed
+    ``grain_speed``), gravity and eddies (``eddy_velocity``, step index = step number,
+    ``column`` m from the ground to the lid) until it lands (z < 0) or ``steps`` have run.
+    Returns float64 (travelled (samples,), crossings (samples, INFLOW_HEIGHT_BINS)): the
+    metres each grain moved downwind, and the same per whole cell of its height at the
+    start of each step (the last bin takes the rest), each summed in step order."""
+    ids = np.arange(int(samples), dtype=np.uint32)
+    h, dt32, fall, g = f32(cell_size), f32(dt), f32(grain_speed), f32(gravity)
+    top, wind = f32(column), f32(speed)
+    z = (random_uniform(0, ids, 0, STREAM_LIFT_HEIGHT) * h).astype(f32)
+    vx = np.full(ids.size, wind)
+    vy, vz = np.zeros(ids.size, f32), np.zeros(ids.size, f32)
+    travelled = np.zeros(ids.size, np.float64)
+    crossings = np.zeros((ids.size, INFLOW_HEIGHT_BINS), np.float64)
+    aloft = np.arange(ids.size)
+    for step in range(int(steps)):
+        if aloft.size == 0:
+            break
+        za = z[aloft]
+        ex, ey, ez = eddy_velocity(0, ids[aloft], step, eddy_steps, eddy_scale, mixing_height,
+                                   dt32, np.full(aloft.size, f32(ustar)), za,
+                                   (top - za).astype(f32))
+        wind_x = (wind + ex).astype(f32)
+        old_x, old_y, old_z = vx[aloft], vy[aloft], vz[aloft]
+        rx, ry, rz = wind_x - old_x, ey - old_y, ez - old_z
+        k = (g * np.sqrt(rx * rx + ry * ry + rz * rz) / (fall * fall)).astype(f32)
+        denominator = (f32(1.0) + k * dt32).astype(f32)
+        new_x = ((old_x + dt32 * (k * wind_x)) / denominator).astype(f32)
+        new_y = ((old_y + dt32 * (k * ey)) / denominator).astype(f32)
+        new_z = ((old_z + dt32 * (k * ez - g)) / denominator).astype(f32)
+        advance = (f32(0.5) * (old_x + new_x) * dt32).astype(f32)
+        travelled[aloft] += advance
+        cells = np.clip(np.floor(za / h), 0, INFLOW_HEIGHT_BINS - 1).astype(np.int64)
+        crossings[aloft, cells] += advance
+        za = np.minimum((za + f32(0.5) * (old_z + new_z) * dt32).astype(f32), top)
+        z[aloft], vx[aloft], vy[aloft], vz[aloft] = za, new_x, new_y, new_z
+        aloft = aloft[za >= 0.0]
+    return travelled, crossings
+
+
 def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed, threshold,
                heading_x, heading_y, strength):
     """Probability (float32) that snow landing at (x, y) is lifted again: strength *

@@ -89,6 +89,30 @@ def test_grains_without_eddies_fly_their_fall_in_the_wind():
     assert heights[0] > 0 and not any(heights[1:])
 
 
+@pytest.mark.parametrize("eddy_scale", [0.0, 0.41], ids=["plain", "eddies"])
+def test_the_grain_flights_kernel_matches_the_reference_bit_for_bit(backend, eddy_scale):
+    # the open snowfield's flights run on the bake's own build (the Numba one without the
+    # GIL: as NumPy on the bake's thread they held Blender's thread for up to 1.4 s);
+    # every build gives the reference's bits, so a bake's inflow is the same on each
+    arguments = (12.0, 0.65, 0.5, 6.0, 1 / 48, eddy_scale, 2.5, 5, 0.3, 9.81, 96, 3000)
+    expected = ref_flakes.grain_flights(*arguments)
+    got = [np.asarray(backend.to_host(a)) for a in
+           backend.kernel_module("flakes").grain_flights(*arguments)]
+    for have, want in zip(got, expected):
+        assert have.dtype == np.float64
+        np.testing.assert_array_equal(have, want)
+    travelled, crossings = expected
+    # every grain flew downwind; the heights split its flight
+    assert (travelled > 0).all()
+    np.testing.assert_allclose(crossings.sum(axis=1), travelled, rtol=1e-12)
+    assert (crossings[:, 1:].sum() > 0) == (eddy_scale > 0)
+    # the suspension's figures are the same whichever build stepped the flights
+    suspension.grain_flights.cache_clear()
+    flights = (10.0, 0.5, 1.0, 20.0, 1 / 24, eddy_scale, 10.0, 24, 0.3, 9.81)
+    assert (suspension.grain_flights(*flights, backend.name)
+            == suspension.grain_flights(*flights, "numpy"))
+
+
 def test_the_open_snowfield_lets_in_its_equilibrium_suspension():
     # the grains that enter per snowfall flake are p / (1 - p) lifts per landing times a
     # flight's mean distance over the strip the snowfall lands on; eddies carry the grains
