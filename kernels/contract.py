@@ -403,11 +403,12 @@ class FlakesKernels(Protocol):
         it."""
 
     def grain_flights(self, speed, ustar, cell_size, column, dt, eddy_scale, mixing_height,
-                      eddy_steps, grain_speed, gravity, samples, steps):
-        """The flights of ``samples`` grains lifted over level open ground in a uniform wind
-        of ``speed`` m/s (the open snowfield's suspension, snow_addon.suspension): float64
-        arrays (this build's) of the metres each grain travelled downwind (samples,) and
-        the same split by the whole cell of its height (samples, INFLOW_HEIGHT_BINS)."""
+                      eddy_steps, grain_speed, gravity, steps, travelled, crossings):
+        """The flights (at most ``steps`` of ``dt`` s) of len(``travelled``) grains lifted
+        over level open ground in a uniform wind of ``speed`` m/s (the open snowfield's
+        suspension, snow_addon.suspension): writes the metres each grain travelled
+        downwind into float64 ``travelled`` (samples,) and the same split by the whole cell
+        of its height into float64 ``crossings`` (samples, INFLOW_HEIGHT_BINS)."""
 
     def cell_keys(self, pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):
         """Linear wind-cell index (k * ny + j) * nx + i of each flake (clamped), into uint32

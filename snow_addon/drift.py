@@ -183,7 +183,7 @@ class SnowDrift:
             self.suspension = OpenSnowfieldSuspension(
                 settings, grid, grid.top - float(mean_ground), float(self.ustar_per_speed),
                 float(self.threshold), float(self.eddy_scale), MIXING_HEIGHT,
-                int(self.eddy_steps), GRAIN_FALL_SPEED, backend.name)
+                int(self.eddy_steps), GRAIN_FALL_SPEED, backend)
 
     @staticmethod
     def estimate_bytes(heightmap_grid, grid) -> int:

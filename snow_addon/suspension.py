@@ -20,13 +20,12 @@ Model and figures: docs/drift.md, "The suspension from upwind".
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from ..kernels.contract import INFLOW_HEIGHT_BINS, MAX_GRAIN_WEIGHT_EXPONENT
-from .backend import build_module
+from .backend import select_backend
 
 FLIGHT_SAMPLES = 1024
 """Grain flights stepped per wind speed (the mean distance to about 3 %)."""
@@ -40,11 +39,9 @@ HEIGHT_UNITS = 1 << 20
 """The entering grains' height histogram sums to about this (int32 counts)."""
 
 
-@functools.lru_cache(maxsize=32)
-def grain_flights(speed: float, ustar: float, cell_size: float, column: float, dt: float,
-                  eddy_scale: float, mixing_height: float, eddy_steps: int,
-                  grain_speed: float, gravity: float, backend_name: str = "numpy"
-                  ) -> tuple[float, tuple[int, ...]]:
+def grain_flights(backend, speed: float, ustar: float, cell_size: float, column: float,
+                  dt: float, eddy_scale: float, mixing_height: float, eddy_steps: int,
+                  grain_speed: float, gravity: float) -> tuple[float, tuple[int, ...]]:
     """(mean distance downwind a lifted grain flies before it lands, m; the heights at
     which such grains cross a line across the wind, int counts per whole wind cell above
     the ground, INFLOW_HEIGHT_BINS of them, the last taking the rest) over level ground
@@ -52,15 +49,16 @@ def grain_flights(speed: float, ustar: float, cell_size: float, column: float, d
     u* ``ustar`` m/s: FLIGHT_SAMPLES grains lifted to a uniform height within a cell
     (``cell_size`` m) with the wind's velocity, stepped every ``dt`` s with the flakes'
     drag (terminal speed ``grain_speed``) and eddies until they land or LONGEST_FLIGHT
-    (the flights kernel, kernels.reference.flakes.grain_flights, of the build that
-    ``backend_name`` runs: "numpy", "cpu" or "gpu", the same bits on each). Deterministic
-    (seed 0; the same on every machine)."""
-    flights = build_module(backend_name, "flakes").grain_flights
-    travelled, crossings = flights(speed, ustar, cell_size, column, dt, eddy_scale,
-                                   mixing_height, eddy_steps, grain_speed, gravity,
-                                   FLIGHT_SAMPLES, int(LONGEST_FLIGHT / float(dt)))
-    if backend_name == "gpu":
-        travelled, crossings = travelled.get(), crossings.get()
+    (the flights kernel of ``backend``, a snow_addon.backend.Backend: the same bits on
+    each, kernels.reference.flakes.grain_flights). Deterministic (seed 0; the same on
+    every machine)."""
+    xp = backend.xp
+    travelled = xp.zeros(FLIGHT_SAMPLES, xp.float64)
+    crossings = xp.zeros((FLIGHT_SAMPLES, INFLOW_HEIGHT_BINS), xp.float64)
+    backend.kernel_module("flakes").grain_flights(
+        speed, ustar, cell_size, column, dt, eddy_scale, mixing_height, eddy_steps,
+        grain_speed, gravity, int(LONGEST_FLIGHT / float(dt)), travelled, crossings)
+    travelled, crossings = backend.to_host(travelled), backend.to_host(crossings)
     # exactly rounded sums: the same whatever order a build's threads summed the grains in
     distance = math.fsum(travelled.tolist()) / FLIGHT_SAMPLES
     per_cell = np.array([math.fsum(column_sums) for column_sums in crossings.T.tolist()])
@@ -94,18 +92,22 @@ def entering_share(grains_per_flake: float) -> tuple[float, int]:
 class OpenSnowfieldSuspension:
     """The grains that enter across the upwind edge per respawning flake for one
     simulation (snow_addon.drift.SnowDrift builds it with an open snowfield upwind; the
-    grains' flights run on ``backend_name``'s build)."""
+    grains' flights run on ``backend``, a snow_addon.backend.Backend, by default the NumPy
+    reference's)."""
 
     def __init__(self, settings, grid, column: float, ustar_per_speed: float,
                  threshold: float, eddy_scale: float, mixing_height: float, eddy_steps: int,
-                 grain_speed: float, backend_name: str = "numpy"):
+                 grain_speed: float, backend=None):
         self.settings, self.grid = settings, grid
+        self.backend = select_backend("numpy") if backend is None else backend
+        #: the flights flown so far: speed (a multiple of SPEED_STEP, m/s) -> grain_flights
+        self.flown: dict[float, tuple[float, tuple[int, ...]]] = {}
         #: m from the terrain's mean height to the wind grid's top
         self.column = max(float(column), float(grid.cell_size))
         self.ustar_per_speed, self.threshold = float(ustar_per_speed), float(threshold)
         self._flight_constants = (float(grid.cell_size), self.column, float(settings.time_step),
                                   float(eddy_scale), float(mixing_height), int(eddy_steps),
-                                  float(grain_speed), float(settings.gravity), backend_name)
+                                  float(grain_speed), float(settings.gravity))
 
     def _flights(self, speed: float) -> tuple[float, np.ndarray]:
         """(mean flight m, heights float64 (INFLOW_HEIGHT_BINS,)) at ``speed`` m/s, linear
@@ -116,8 +118,10 @@ class OpenSnowfieldSuspension:
         for node, share in ((low, 1.0 - weight), (low + SPEED_STEP, weight)):
             if share <= 1e-9:
                 continue
-            distance, heights = grain_flights(node, self.ustar_per_speed * node,
-                                              *self._flight_constants)
+            if node not in self.flown:
+                self.flown[node] = grain_flights(self.backend, node, self.ustar_per_speed * node,
+                                                 *self._flight_constants)
+            distance, heights = self.flown[node]
             result_distance += share * distance
             result_heights += share * np.asarray(heights, np.float64)
         return result_distance, result_heights

@@ -92,7 +92,7 @@ def _upwind_of(x, y, fall, vt, x0, y0, length_x, length_y, inflow_x, inflow_y, a
     return _wrap(x, x0, length_x), y
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _entry_point(seed, fid, counter, inflow_heights, open_x, origin, length, ahead, dt,
                  x0, y0, length_x, length_y, h, top, height, snow_depth, hx0, hy0, spacing):
     """See kernels.reference.flakes._entry_point (one flake)."""
@@ -275,17 +275,16 @@ def _grain_flights(speed, ustar, h, top, dt, eddy_scale, mixing_height, eddy_ste
 
 
 def grain_flights(speed, ustar, cell_size, column, dt, eddy_scale, mixing_height, eddy_steps,
-                  grain_speed, gravity, samples, steps):
+                  grain_speed, gravity, steps, travelled, crossings):
     """See kernels.reference.flakes.grain_flights (one grain after the other, without the
     GIL: a bake's thread computes these while Blender's runs)."""
-    travelled = np.zeros(int(samples), np.float64)
-    crossings = np.zeros((int(samples), INFLOW_HEIGHT_BINS), np.float64)
+    travelled[...] = 0.0
+    crossings[...] = 0.0
     _grain_flights(np.float32(speed), np.float32(ustar), np.float32(cell_size),
                    np.float32(column), np.float32(dt), np.float32(eddy_scale),
                    np.float32(mixing_height), np.uint32(max(int(eddy_steps), 1)),
                    np.float32(grain_speed), np.float32(gravity), int(steps), travelled,
                    crossings)
-    return travelled, crossings
 
 
 @numba.njit(inline="always", cache=True)

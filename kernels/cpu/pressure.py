@@ -259,7 +259,7 @@ def _fine_value(r, scale, k, j, i):
     return np.float32(r[k, j, i] * scale[k, j, i])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _restrict_taps(n_fine, n_coarse, f):
     """(fine index, weight) of each coarse cell's taps along one axis, shape (n_coarse, 4),
     and the number of taps used (4 where the axis coarsens by 2, else 1).

@@ -558,6 +558,7 @@ extern "C" __global__ void grain_flights(float speed, float ustar, float h, floa
     float vx = speed, vy = 0.0f, vz = 0.0f;
     double distance = 0.0;
     double* row = crossings + (size_t)n * INFLOW_HEIGHT_BINS;
+    for (int b = 0; b < INFLOW_HEIGHT_BINS; ++b) row[b] = 0.0;
     float gradient = eddy_scale * ustar;
     float half_gradient = 0.5f * gradient;
     float period = (float)eddy_steps * dt;
@@ -794,18 +795,13 @@ def scatter(source, destination, out):
 
 
 def grain_flights(speed, ustar, cell_size, column, dt, eddy_scale, mixing_height, eddy_steps,
-                  grain_speed, gravity, samples, steps):
-    """See kernels.reference.flakes.grain_flights (a thread per grain; CuPy float64 arrays)."""
-    import cupy
-
-    travelled = cupy.zeros(int(samples), cupy.float64)
-    crossings = cupy.zeros((int(samples), INFLOW_HEIGHT_BINS), cupy.float64)
-    _launch("grain_flights", int(samples),
+                  grain_speed, gravity, steps, travelled, crossings):
+    """See kernels.reference.flakes.grain_flights (a thread per grain)."""
+    _launch("grain_flights", travelled.shape[0],
             (np.float32(speed), np.float32(ustar), np.float32(cell_size), np.float32(column),
              np.float32(dt), np.float32(eddy_scale), np.float32(mixing_height),
              np.uint32(max(int(eddy_steps), 1)), np.float32(grain_speed), np.float32(gravity),
              np.int32(steps), travelled, crossings))
-    return travelled, crossings
 
 
 #: The records-taking entry points (kernels.contract.FlakesKernels) of the bodies above.

@@ -219,25 +219,26 @@ def eddy_velocity(seed, flake_id, step_index, eddy_steps, eddy_scale, mixing_hei
 
 
 def grain_flights(speed, ustar, cell_size, column, dt, eddy_scale, mixing_height, eddy_steps,
-                  grain_speed, gravity, samples, steps):
-    """Flights of ``samples`` grains of blowing snow over level open ground under a wind of
+                  grain_speed, gravity, steps, travelled, crossings):
+    """Flights of ``samples`` = len(``travelled``) grains of blowing snow over level open ground under a wind of
     ``speed`` m/s along x at every height and friction velocity ``ustar`` m/s (the open
     fetch of snow_addon.suspension). Grain n (seed 0, id n) starts at a uniform height
     within one cell (``cell_size`` m; stream STREAM_LIFT_HEIGHT, counter 0) with the wind's
     velocity, then steps ``dt`` s at a time with the flakes' drag (terminal speed
     ``grain_speed``), gravity and eddies (``eddy_velocity``, step index = step number,
     ``column`` m from the ground to the lid) until it lands (z < 0) or ``steps`` have run.
-    Returns float64 (travelled (samples,), crossings (samples, INFLOW_HEIGHT_BINS)): the
-    metres each grain moved downwind, and the same per whole cell of its height at the
+    Writes float64 ``travelled`` (samples,) and ``crossings`` (samples, INFLOW_HEIGHT_BINS):
+    the metres each grain moved downwind, and the same per whole cell of its height at the
     start of each step (the last bin takes the rest), each summed in step order."""
-    ids = np.arange(int(samples), dtype=np.uint32)
+    samples = travelled.shape[0]
+    ids = np.arange(samples, dtype=np.uint32)
     h, dt32, fall, g = f32(cell_size), f32(dt), f32(grain_speed), f32(gravity)
     top, wind = f32(column), f32(speed)
     z = (random_uniform(0, ids, 0, STREAM_LIFT_HEIGHT) * h).astype(f32)
     vx = np.full(ids.size, wind)
     vy, vz = np.zeros(ids.size, f32), np.zeros(ids.size, f32)
-    travelled = np.zeros(ids.size, np.float64)
-    crossings = np.zeros((ids.size, INFLOW_HEIGHT_BINS), np.float64)
+    travelled[...] = 0.0
+    crossings[...] = 0.0
     aloft = np.arange(ids.size)
     for step in range(int(steps)):
         if aloft.size == 0:
@@ -261,7 +262,6 @@ def grain_flights(speed, ustar, cell_size, column, dt, eddy_scale, mixing_height
         za = np.minimum((za + f32(0.5) * (old_z + new_z) * dt32).astype(f32), top)
         z[aloft], vx[aloft], vy[aloft], vz[aloft] = za, new_x, new_y, new_z
         aloft = aloft[za >= 0.0]
-    return travelled, crossings
 
 
 def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed, threshold,

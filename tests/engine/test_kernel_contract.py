@@ -49,6 +49,28 @@ def test_every_build_provides_every_member_with_the_contract_parameters(backend_
             assert extra.default is not inspect.Parameter.empty, f"{where}: {extra.name}"
 
 
+def test_every_numba_kernel_runs_without_the_gil():
+    # a bake steps on its own thread beside Blender's (docs/responsive_bake.md): a kernel
+    # that kept the GIL would hold Blender's thread for as long as it runs (the open
+    # snowfield's grain flights, as NumPy on that thread, held it for up to 1.4 s)
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import snowfall.kernels.cpu as cpu_build
+
+    kernels = []
+    for info in pkgutil.iter_modules(cpu_build.__path__):
+        module = importlib.import_module(f"{cpu_build.__name__}.{info.name}")
+        kernels += [(f"{module.__name__}.{name}", value) for name, value in vars(module).items()
+                    if isinstance(value, CPUDispatcher) and value.__module__ == module.__name__
+                    and value.targetoptions.get("inline", "never") != "always"]
+    assert len(kernels) > 40
+    assert "snowfall.kernels.cpu.flakes._grain_flights" in dict(kernels)
+    assert [name for name, kernel in kernels if not kernel.targetoptions.get("nogil")] == []
+
+
 def test_an_unknown_stage_or_build_is_refused_by_name():
     with pytest.raises(ValueError, match="no kernel stage 'weather'"):
         backend_module.build_module("cpu", "weather")

@@ -3,9 +3,6 @@ of a larger landscape. Flakes come in with the wind from the sky upwind, blowing
 comes in across the upwind edge at an open snowfield's transport and leaves downwind, the
 books stay exact; the Numba and CUDA kernels match the NumPy reference (CUDA tests are
 gpu-marked: skipped with the reason where CuPy has no device)."""
-import threading
-import time
-
 import numpy as np
 import pytest
 
@@ -20,6 +17,7 @@ from snowfall.kernels.reference import drift as ref_drift
 from snowfall.kernels.reference import flakes as ref_flakes
 from snowfall.snow_addon import Simulation, SnowSettings, scenes
 from snowfall.snow_addon import suspension
+from snowfall.snow_addon.backend import select_backend
 from snowfall.snow_addon.errors import SnowInputError
 
 from .test_flakes import (GRID, HEIGHTMAP, flat_ground, initialize_flat, lift_arguments,
@@ -86,7 +84,8 @@ def test_grains_without_eddies_fly_their_fall_in_the_wind():
     # lifted within a 1 m cell in a 10 m/s wind, falling at 0.3 m/s without eddies: a
     # grain starting z above the ground lands after z / 0.3 s, 10 z / 0.3 m downwind
     # (uniform z: 16.7 m on average), all of them crossing a line within the first cell
-    distance, heights = suspension.grain_flights(10.0, 0.5, 1.0, 20.0, 1 / 24, 0.0, 10.0,
+    distance, heights = suspension.grain_flights(select_backend("cpu"), 10.0, 0.5, 1.0, 20.0,
+                                                 1 / 24, 0.0, 10.0,
                                                  24, 0.3, 9.81)
     assert distance == pytest.approx(10.0 * 0.5 / 0.3, rel=0.03)
     assert heights[0] > 0 and not any(heights[1:])
@@ -97,11 +96,12 @@ def test_the_grain_flights_kernel_matches_the_reference_bit_for_bit(backend, edd
     # the open snowfield's flights run on the bake's own build (the Numba one without the
     # GIL: as NumPy on the bake's thread they held Blender's thread for up to 1.4 s);
     # every build gives the reference's bits, so a bake's inflow is the same on each
-    arguments = (12.0, 0.65, 0.5, 6.0, 1 / 48, eddy_scale, 2.5, 5, 0.3, 9.81, 96, 3000)
-    expected = ref_flakes.grain_flights(*arguments)
-    got = [np.asarray(backend.to_host(a)) for a in
-           backend.kernel_module("flakes").grain_flights(*arguments)]
-    for have, want in zip(got, expected):
+    arguments = (12.0, 0.65, 0.5, 6.0, 1 / 48, eddy_scale, 2.5, 5, 0.3, 9.81, 3000)
+    expected = (np.full(96, np.nan), np.full((96, INFLOW_HEIGHT_BINS), np.nan))
+    ref_flakes.grain_flights(*arguments, *expected)
+    got = [backend.xp.full(a.shape, np.nan) for a in expected]    # every value written
+    backend.kernel_module("flakes").grain_flights(*arguments, *got)
+    for have, want in zip((backend.to_host(a) for a in got), expected):
         assert have.dtype == np.float64
         np.testing.assert_array_equal(have, want)
     travelled, crossings = expected
@@ -110,44 +110,9 @@ def test_the_grain_flights_kernel_matches_the_reference_bit_for_bit(backend, edd
     np.testing.assert_allclose(crossings.sum(axis=1), travelled, rtol=1e-12)
     assert (crossings[:, 1:].sum() > 0) == (eddy_scale > 0)
     # the suspension's figures are the same whichever build stepped the flights
-    suspension.grain_flights.cache_clear()
     flights = (10.0, 0.5, 1.0, 20.0, 1 / 24, eddy_scale, 10.0, 24, 0.3, 9.81)
-    assert (suspension.grain_flights(*flights, backend.name)
-            == suspension.grain_flights(*flights, "numpy"))
-
-
-def test_a_cpu_step_that_flies_new_grains_leaves_the_calling_thread_free():
-    # a bake steps on its own thread beside Blender's; a step at a new wind speed flies
-    # the open snowfield's grains (1.7 s in NumPy on this project's machine, which kept
-    # the GIL from Blender's thread for up to 1.4 s at a time, and from this loop of 2 ms
-    # sleeps for 0.37 s in one run): in the CPU kernels, without the GIL, the other thread
-    # keeps running (3 ms here)
-    vertices, triangles = scenes.snow_fence(size_x=30.0, size_y=12.0, fence_height=2.0,
-                                            fence_length=8.0, resolution=61)
-    simulation = Simulation(SnowSettings(heightmap_resolution=61, wind_speed=12.0,
-                                         flake_count=2000, seed=3), vertices, triangles,
-                            backend="cpu")
-    simulation.step(1)                       # every kernel compiled (or loaded) here
-    suspension.grain_flights.cache_clear()   # the next steps fly the grains again
-    errors = []
-
-    def bake():
-        try:
-            simulation.step(2)
-        except BaseException as error:      # reported below
-            errors.append(error)
-
-    worker = threading.Thread(target=bake)
-    longest = 0.0
-    worker.start()
-    while worker.is_alive():
-        before = time.perf_counter()
-        time.sleep(0.002)
-        longest = max(longest, time.perf_counter() - before - 0.002)
-    worker.join()
-    assert not errors
-    assert suspension.grain_flights.cache_info().misses >= 1
-    assert longest < 0.25, f"the other thread waited {longest:.2f} s"
+    assert (suspension.grain_flights(backend, *flights)
+            == suspension.grain_flights(select_backend("numpy"), *flights))
 
 
 def test_the_open_snowfield_lets_in_its_equilibrium_suspension():
