@@ -8,10 +8,11 @@ import math
 
 import numpy as np
 
-from ..kernels.contract import (BARE_GROUND, COUNT_BITS, NO_INFLOW, OPEN_LIMIT, OPEN_SNOWFIELD,
+from ..kernels.contract import (BARE_GROUND, COUNT_BITS, NO_INFLOW, OPEN_SNOWFIELD,
                                 WRAP, FlakeLaw, FlakeState, Ground, Inflow, WindField)
 from .errors import SnowInputError, SnowMemoryError
 from .grid import HeightmapGrid, WindGrid
+from .terrain import surface_mean_height
 from .wind import base_wind, peak_inflow_speed
 
 #: ``settings.upwind_fetch`` -> the kernels' ``inflow_mode``.
@@ -95,10 +96,9 @@ class FlakeSystem:
         """Set ``fall_height`` from the terrain ``height`` (a host read, once)."""
         if self.inflow_mode == WRAP or self.fall_height is not None:
             return
-        heights = np.asarray(self.backend.to_host(height), dtype=np.float64)
-        ground = heights[heights > OPEN_LIMIT]
+        mean = surface_mean_height(self.backend.to_host(height))
         spawn = self.grid.top - 0.5 * self.grid.cell_size
-        mean = float(ground.mean()) if ground.size else self.grid.z0
+        mean = mean if math.isfinite(mean) else self.grid.z0
         self.fall_height = max(spawn - mean, 0.5 * self.grid.cell_size)
 
     def inflow(self, time: float) -> Inflow:

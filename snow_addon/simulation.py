@@ -171,10 +171,9 @@ class Simulation:
         self.wind.update_obstacles(self.cover.wind_height, self.cover.snow_depth, self.heightmap.grid)
         self.drift: SnowDrift | None = None
         if settings.drift_enabled and flakes:
-            surface = self.heightmap.height[self.heightmap.has_surface]
             self.drift = SnowDrift(settings, self.cover, self.grid, self.backend,
                                    self.heightmap.z_max - self.heightmap.z_min,
-                                   float(surface.mean(dtype=np.float64)))
+                                   self.heightmap.mean_height)
             self.drift.update_shelter(0.0)
         self.flakes: FlakeSystem | None = None
         if flakes:

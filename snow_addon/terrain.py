@@ -15,6 +15,7 @@ import numpy as np
 
 from . import backend as _backend
 from .errors import SnowInputError, SnowMemoryError
+from ..kernels.contract import OPEN_LIMIT
 from .grid import OPEN_HEIGHT, HeightmapGrid
 
 #: A face counts as vertical (nothing of it is seen from above) when the Z component of its
@@ -52,6 +53,11 @@ class Heightmap:
     """Lowest surface height (m) over the surface nodes."""
     z_max: float
     """Highest surface height (m) over the surface nodes."""
+
+    @property
+    def mean_height(self) -> float:
+        """Mean surface height (m) over the surface nodes (surface_mean_height)."""
+        return surface_mean_height(self.height)
 
     @property
     def surface_fraction(self) -> float:
@@ -251,6 +257,14 @@ def build_heightmap(vertices, triangles, resolution: int, backend_name: str = "c
     surface_heights = height[has_surface]
     return Heightmap(grid, height, has_surface, float(surface_heights.min()),
                      float(surface_heights.max()))
+
+
+def surface_mean_height(height) -> float:
+    """Mean (m, float64) of a host heightmap's (ny, nx) heights over its surface nodes
+    (above OPEN_LIMIT; open nodes hold OPEN_HEIGHT); nan when it has none."""
+    heights = np.asarray(height, dtype=np.float64)
+    surface = heights[heights > OPEN_LIMIT]
+    return float(surface.mean()) if surface.size else math.nan
 
 
 def fill_open_heights(height, has_surface) -> np.ndarray:

@@ -12,7 +12,7 @@ from snowfall.snow_addon import scenes
 from snowfall.snow_addon.errors import SnowInputError, SnowMemoryError
 from snowfall.snow_addon.grid import OPEN_HEIGHT
 from snowfall.snow_addon.terrain import (Heightmap, build_heightmap, check_terrain_arrays,
-                                         vertex_snow_depth)
+                                         surface_mean_height, vertex_snow_depth)
 
 BACKENDS = ["numpy", "cpu"]
 
@@ -142,6 +142,9 @@ def test_open_nodes_outside_outline_and_in_hole(backend_name):
     plane = (0.3 * x - 0.2 * y + 1.0)
     np.testing.assert_allclose(hm.height[expected], plane[expected], rtol=0, atol=1e-5)
     assert hm.surface_fraction == pytest.approx(expected.mean())
+    # the flakes' fall and the suspension's column measure from the surface nodes only
+    assert hm.mean_height == pytest.approx(plane[expected].mean(), abs=1e-5)
+    assert math.isnan(surface_mean_height(np.full((3, 3), OPEN_HEIGHT, np.float32)))
     assert hm.z_min == pytest.approx(plane[expected].min(), abs=1e-5)
     assert hm.z_max == pytest.approx(plane[expected].max(), abs=1e-5)
 
