@@ -41,14 +41,22 @@ MARKER_NAME = "snowfall-kernels.json"
 _KERNEL_PACKAGE = __package__.rsplit(".", 1)[0] + ".kernels." + BUILDS["cpu"]
 
 
-def source_key() -> str:
+def source_key(folder: str | os.PathLike | None = None) -> str:
     """What the compiled kernels depend on: their source files and the constants they share
     (kernels/contract.py: Numba freezes them into the compiled code), Numba, NumPy and
-    Python."""
+    Python; and the folder Numba's cache files a kernel under: its source file's folder (as
+    imported, links not followed; Numba 0.68 then checks the file's content, not its
+    time). The same kernels loaded from another path find none of theirs in the folder,
+    so they must not take it as prepared: their first Bake would compile them on the
+    bake's thread, holding Blender's. ``folder``: the CPU kernels' source folder (default:
+    this package's)."""
     import numba
 
     digest = hashlib.sha256()
-    folder = Path(importlib.import_module(_KERNEL_PACKAGE).__file__).parent
+    if folder is None:
+        folder = Path(importlib.import_module(_KERNEL_PACKAGE).__file__).parent
+    folder = Path(os.path.abspath(os.fspath(folder)))
+    digest.update(str(folder).encode())
     for path in sorted(folder.glob("*.py")) + [folder.parent / "contract.py"]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())

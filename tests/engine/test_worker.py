@@ -2,11 +2,13 @@
 (snow_addon/kernel_cache.py): the pieces that keep Blender's UI thread free during a bake."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -167,6 +169,24 @@ def test_a_finished_warm_up_is_recorded_for_this_kernel_source_only(tmp_path):
         json.dump(stale, stream)
     assert kernel_cache.prepared(folder) is None
     assert kernel_cache.expected_seconds(folder) == 77.0
+
+
+def test_kernels_at_another_path_do_not_take_the_folder_as_prepared(tmp_path):
+    # Numba files a compiled kernel in the folder under its source file's folder; the same
+    # kernels loaded from another path compile again, so the folder's marker must not say
+    # ready for them (their first Bake would compile on the bake's thread, holding
+    # Blender's for seconds at a time); unpacked again (new file times) they are found
+    kernels = Path(kernel_cache.__file__).resolve().parents[1] / "kernels"
+    copy = tmp_path / "kernels"
+    shutil.copytree(kernels, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    moved = kernel_cache.source_key(copy / "cpu")
+    assert moved != kernel_cache.source_key(kernels / "cpu")
+    flakes = copy / "cpu" / "flakes.py"
+    status = os.stat(flakes)
+    os.utime(flakes, ns=(status.st_atime_ns, status.st_mtime_ns + 10**9))
+    assert kernel_cache.source_key(copy / "cpu") == moved
+    flakes.write_text(flakes.read_text() + "\n")
+    assert kernel_cache.source_key(copy / "cpu") != moved
 
 
 def test_a_warm_up_stops_when_asked():
