@@ -18,17 +18,17 @@ for distance in [float(d) for d in sys.argv[3].split(",")]:
     values.update(seed=1, wind_speed=speed, flake_count=20000, gust_strength=0.0)
     sim = Simulation(SnowSettings(**values), vertices, triangles, backend="cpu")
     started = time.time()
-    sim.step(96)
+    sim.step(int(sys.argv[4]) if len(sys.argv) > 4 else 96)
     g, hm = sim.grid, sim.heightmap.grid
     wind = np.asarray(sim.drift.wind_x).mean(axis=0)          # columns' surface wind along x
     flux = np.asarray(sim.drift.flux_x)[1:-1].mean(axis=0)    # nodes' saltation flux along x
     fence_x = scene.terrain["fence_x"]
     centres = g.x0 + (np.arange(g.nx) + 0.5) * g.cell_size
     nodes = hm.x0 + np.arange(hm.nx) * hm.spacing
-    print(f"H {H:g} m at {distance:g} H, {speed:g} m/s ({time.time() - started:.0f} s): the "
+    print(f"H {H:g} m at {distance:g} H, {speed:g} m/s, {sim.time:g} s ({time.time() - started:.0f} s): the "
           "surface wind and the flux upwind of the fence, by H upwind of its face")
     edge = None
-    for k in [distance - 0.5] + [d for d in (30, 20, 15, 12, 10, 8, 6, 5, 4, 3, 2, 1)
+    for k in [distance - 0.5] + [d for d in (30, 20, 15, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
                                  if d < distance]:
         x = fence_x - k * H
         i, j = int(np.argmin(abs(centres - x))), int(np.argmin(abs(nodes - x)))
