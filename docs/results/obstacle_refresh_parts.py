@@ -5,7 +5,6 @@ import collections, sys, time
 import cupy as cp
 from snowfall.snow_addon import presets
 from snowfall.snow_addon.simulation import Simulation
-from snowfall.snow_addon import wind as wind_module
 
 preset = presets.get_preset(sys.argv[1] if len(sys.argv) > 1 else "big-100M")
 vertices, triangles = preset.terrain()
