@@ -53,8 +53,8 @@ def grain_flights(backend, speed: float, ustar: float, cell_size: float, column:
     each, kernels.reference.flakes.grain_flights). Deterministic (seed 0; the same on
     every machine)."""
     xp = backend.xp
-    travelled = xp.zeros(FLIGHT_SAMPLES, xp.float64)
-    crossings = xp.zeros((FLIGHT_SAMPLES, INFLOW_HEIGHT_BINS), xp.float64)
+    travelled = xp.empty(FLIGHT_SAMPLES, xp.float64)     # the kernel writes every value
+    crossings = xp.empty((FLIGHT_SAMPLES, INFLOW_HEIGHT_BINS), xp.float64)
     backend.kernel_module("flakes").grain_flights(
         speed, ustar, cell_size, column, dt, eddy_scale, mixing_height, eddy_steps,
         grain_speed, gravity, int(LONGEST_FLIGHT / float(dt)), travelled, crossings)

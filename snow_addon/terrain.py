@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.contract import OPEN_LIMIT
 from . import backend as _backend
 from .errors import SnowInputError, SnowMemoryError
-from ..kernels.contract import OPEN_LIMIT
 from .grid import OPEN_HEIGHT, HeightmapGrid
 
 #: A face counts as vertical (nothing of it is seen from above) when the Z component of its
