@@ -60,6 +60,55 @@ _DEFINES = cuda_defines(
 
 _SOURCE_TEMPLATE = _DEFINES + r"""
 
+// random_uniform of common with the per-launch part, hash_u32(seed + 0x9E3779B9 * stream),
+// passed in (computed once on the host): the same bits, two hashes per draw instead of three
+__device__ __forceinline__ float random_uniform_from(unsigned int stream_hash, unsigned int index,
+                                                     unsigned int counter) {
+    unsigned int r = hash_u32(stream_hash ^ index);
+    r = hash_u32(r ^ counter);
+    return (float)(r >> 8) * (1.0f / 16777216.0f);
+}
+
+// kernels.reference.flakes.eddy_velocity from its key frames on: the eddies (m/s) of flake
+// fid between the noise's key frames node and after (frac of the way), at above_ground m
+// over the ground and below_top m under the lid; gradient = eddy_scale * u*, period the key
+// frames' spacing (s); hash_x, hash_y, hash_z the eddy streams' first hashes
+// (hash_u32(seed + 0x9E3779B9 * stream)). One home for step_flakes and grain_flights.
+__device__ __forceinline__ float3 eddy_between(unsigned int hash_x, unsigned int hash_y,
+        unsigned int hash_z, unsigned int fid, unsigned int node, unsigned int after, float frac,
+        float above_ground, float below_top, float gradient, float mixing_height, float period) {
+    float d = fmaxf(above_ground, 0.0f);
+    float lid = fmaxf(below_top, 0.0f);
+    bool ground_wins = d <= mixing_height && d <= lid;
+    bool lid_wins = !ground_wins && lid < mixing_height;
+    float mixing = ground_wins ? d : (lid_wins ? lid : mixing_height);
+    float half_gradient = 0.5f * gradient;
+    float diffusivity = gradient * mixing;
+    float sigma = sqrtf(2.0f * diffusivity / period) * SQRT3;
+    float3 e;
+    e.x = sigma * ((1.0f - frac) * (2.0f * random_uniform_from(hash_x, fid, node) - 1.0f)
+                   + frac * (2.0f * random_uniform_from(hash_x, fid, after) - 1.0f));
+    e.y = sigma * ((1.0f - frac) * (2.0f * random_uniform_from(hash_y, fid, node) - 1.0f)
+                   + frac * (2.0f * random_uniform_from(hash_y, fid, after) - 1.0f));
+    e.z = sigma * ((1.0f - frac) * (2.0f * random_uniform_from(hash_z, fid, node) - 1.0f)
+                   + frac * (2.0f * random_uniform_from(hash_z, fid, after) - 1.0f));
+    if (ground_wins) e.z = e.z + half_gradient;
+    else if (lid_wins) e.z = e.z - half_gradient;
+    return e;
+}
+
+// the velocity (m/s) after one semi-implicit step of dt s of quadratic drag toward the air's
+// velocity (terminal speed fall m/s) and gravity g m/s^2 (the CPU build's _drag)
+__device__ __forceinline__ float3 drag(float vx, float vy, float vz, float3 wind, float fall,
+                                       float g, float dt) {
+    float rx = wind.x - vx, ry = wind.y - vy, rz = wind.z - vz;
+    float k = g * sqrtf(rx * rx + ry * ry + rz * rz) / (fall * fall);
+    float denominator = 1.0f + k * dt;
+    return make_float3((vx + dt * (k * wind.x)) / denominator,
+                       (vy + dt * (k * wind.y)) / denominator,
+                       (vz + dt * (k * wind.z - g)) / denominator);
+}
+
 __device__ __forceinline__ void flake_constants(unsigned int seed, unsigned int fid, float vt_min,
         float vt_max, float spiral_radius, float &vt, float &radius, float &omega) {
     vt = vt_min + random_uniform(seed, fid, CONSTANT_COUNTER, STREAM_TERMINAL_SPEED) * (vt_max - vt_min);
@@ -230,15 +279,6 @@ extern "C" __global__ void initialize_flakes(
     respawn_count[n] = 0u;
 }
 
-// random_uniform of common with the per-launch part, hash_u32(seed + 0x9E3779B9 * stream),
-// passed in (computed once on the host): the same bits, two hashes per draw instead of three
-__device__ __forceinline__ float random_uniform_from(unsigned int stream_hash, unsigned int index,
-                                                     unsigned int counter) {
-    unsigned int r = hash_u32(stream_hash ^ index);
-    r = hash_u32(r ^ counter);
-    return (float)(r >> 8) * (1.0f / 16777216.0f);
-}
-
 // n / d and n % d for a launch-wide divisor d >= 1 through its host-computed magic number
 // (exact for every 32-bit n: libdivide's branch-free unsigned algorithm)
 __device__ __forceinline__ unsigned int divide_by(unsigned int n, unsigned int magic,
@@ -371,43 +411,20 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     if (SHELTER && z < bubble_here) wind = make_float3(0.0f, 0.0f, 0.0f);
     if (EDDY) {
         float ustar = fmaxf(ustar_here, eddy_floor);
-        float above_ground = z - ground_here;
-        float below_top = (wz0 + (float)nz * h) - z;
-        // eddy_velocity
+        // eddy_velocity's key frames (fid % steps and the division through the magic number)
         unsigned int steps = eddy_steps;
         unsigned int fq = divide_by(fid, steps_magic, steps_shift1, steps_shift2);
         unsigned int shifted = step_index + (fid - fq * steps);
         unsigned int node = divide_by(shifted, steps_magic, steps_shift1, steps_shift2);
-        unsigned int after = node + 1u;
         float frac = (float)(shifted - node * steps) / (float)steps;
-        float d = fmaxf(above_ground, 0.0f);
-        float lid = fmaxf(below_top, 0.0f);
-        bool ground_wins = d <= mixing_height && d <= lid;
-        bool lid_wins = !ground_wins && lid < mixing_height;
-        float mixing = ground_wins ? d : (lid_wins ? lid : mixing_height);
-        float gradient = eddy_scale * ustar;
-        float half_gradient = 0.5f * gradient;
-        float diffusivity = gradient * mixing;
-        float period = (float)steps * dt;
-        float sigma = sqrtf(2.0f * diffusivity / period) * SQRT3;
-        float3 e;
-        e.x = sigma * ((1.0f - frac) * (2.0f * random_uniform_from(s10, fid, node) - 1.0f)
-                       + frac * (2.0f * random_uniform_from(s10, fid, after) - 1.0f));
-        e.y = sigma * ((1.0f - frac) * (2.0f * random_uniform_from(s11, fid, node) - 1.0f)
-                       + frac * (2.0f * random_uniform_from(s11, fid, after) - 1.0f));
-        e.z = sigma * ((1.0f - frac) * (2.0f * random_uniform_from(s12, fid, node) - 1.0f)
-                       + frac * (2.0f * random_uniform_from(s12, fid, after) - 1.0f));
-        if (ground_wins) e.z = e.z + half_gradient;
-        else if (lid_wins) e.z = e.z - half_gradient;
+        float3 e = eddy_between(s10, s11, s12, fid, node, node + 1u, frac, z - ground_here,
+                                (wz0 + (float)nz * h) - z, eddy_scale * ustar, mixing_height,
+                                (float)steps * dt);
         wind.x = wind.x + e.x; wind.y = wind.y + e.y; wind.z = wind.z + e.z;
     }
-    float rx = wind.x - vx, ry = wind.y - vy, rz = wind.z - vz;
-    float k = g * sqrtf(rx * rx + ry * ry + rz * rz) / (fall * fall);
-    float denominator = 1.0f + k * dt;
-    float nvx = (vx + dt * (k * wind.x)) / denominator;
-    float nvy = (vy + dt * (k * wind.y)) / denominator;
-    float nvz = (vz + dt * (k * wind.z - g)) / denominator;
-    rx = wind.x - nvx; ry = wind.y - nvy; rz = wind.z - nvz;
+    float3 nv = drag(vx, vy, vz, wind, fall, g, dt);
+    float nvx = nv.x, nvy = nv.y, nvz = nv.z;
+    float rx = wind.x - nvx, ry = wind.y - nvy, rz = wind.z - nvz;
     float relative_speed = sqrtf(rx * rx + ry * ry + rz * rz);
     float speed = fmaxf(sqrtf(nvx * nvx + nvy * nvy + nvz * nvz), 1.0f);
     float spiral = relative_speed / speed * omega * radius;
@@ -560,34 +577,19 @@ extern "C" __global__ void grain_flights(float speed, float ustar, float h, floa
     double* row = crossings + (size_t)n * INFLOW_HEIGHT_BINS;
     for (int b = 0; b < INFLOW_HEIGHT_BINS; ++b) row[b] = 0.0;
     float gradient = eddy_scale * ustar;
-    float half_gradient = 0.5f * gradient;
     float period = (float)eddy_steps * dt;
+    // the eddy streams' first hashes for seed 0
+    unsigned int hash_x = hash_u32(0x9E3779B9u * STREAM_EDDY_X);
+    unsigned int hash_y = hash_u32(0x9E3779B9u * STREAM_EDDY_Y);
+    unsigned int hash_z = hash_u32(0x9E3779B9u * STREAM_EDDY_Z);
     for (int step = 0; step < steps; ++step) {
-        // eddy_velocity
         unsigned int shifted = (unsigned int)step + fid % eddy_steps;
-        unsigned int node = shifted / eddy_steps, after = node + 1u;
+        unsigned int node = shifted / eddy_steps;
         float frac = (float)(shifted % eddy_steps) / (float)eddy_steps;
-        float d = fmaxf(z, 0.0f), lid = fmaxf(top - z, 0.0f);
-        bool ground_wins = d <= mixing_height && d <= lid;
-        bool lid_wins = !ground_wins && lid < mixing_height;
-        float mixing = ground_wins ? d : (lid_wins ? lid : mixing_height);
-        float diffusivity = gradient * mixing;
-        float sigma = sqrtf(2.0f * diffusivity / period) * SQRT3;
-        float ex = sigma * ((1.0f - frac) * (2.0f * random_uniform(0u, fid, node, STREAM_EDDY_X) - 1.0f)
-                            + frac * (2.0f * random_uniform(0u, fid, after, STREAM_EDDY_X) - 1.0f));
-        float ey = sigma * ((1.0f - frac) * (2.0f * random_uniform(0u, fid, node, STREAM_EDDY_Y) - 1.0f)
-                            + frac * (2.0f * random_uniform(0u, fid, after, STREAM_EDDY_Y) - 1.0f));
-        float ez = sigma * ((1.0f - frac) * (2.0f * random_uniform(0u, fid, node, STREAM_EDDY_Z) - 1.0f)
-                            + frac * (2.0f * random_uniform(0u, fid, after, STREAM_EDDY_Z) - 1.0f));
-        if (ground_wins) ez = ez + half_gradient;
-        else if (lid_wins) ez = ez - half_gradient;
-        float wind_x = speed + ex;
-        float rx = wind_x - vx, ry = ey - vy, rz = ez - vz;
-        float k = g * sqrtf(rx * rx + ry * ry + rz * rz) / (fall * fall);
-        float denominator = 1.0f + k * dt;
-        float nvx = (vx + dt * (k * wind_x)) / denominator;
-        float nvy = (vy + dt * (k * ey)) / denominator;
-        float nvz = (vz + dt * (k * ez - g)) / denominator;
+        float3 e = eddy_between(hash_x, hash_y, hash_z, fid, node, node + 1u, frac, z, top - z,
+                                gradient, mixing_height, period);
+        float3 nv = drag(vx, vy, vz, make_float3(speed + e.x, e.y, e.z), fall, g, dt);
+        float nvx = nv.x, nvy = nv.y, nvz = nv.z;
         float advance = 0.5f * (vx + nvx) * dt;
         distance += (double)advance;
         int cell = min(max((int)floorf(z / h), 0), INFLOW_HEIGHT_BINS - 1);
