@@ -167,15 +167,30 @@ class FlakeSystem:
         self.steps_since_sort = 0
 
     # --- host views in flake-id order -------------------------------------------------
+    def copy_in_id_order(self, array, out) -> None:
+        """Copy ``array``, one of the state arrays in storage order, into ``out`` (the same
+        backend, shape and 4-byte dtype) in flake-id order. Out of id order it is the sort's
+        scatter run backwards, out[flake_id[n]] = array[n]: a kernel of the build (on the
+        CPU without the GIL, so a frame's copy leaves Blender's thread be)."""
+        xp = self.backend.xp
+        if self.in_id_order:
+            out[...] = array
+        else:
+            self.kernels.scatter(array.view(xp.uint32), self.flake_id, out.view(xp.uint32))
+
     def _in_id_order(self, arrays):
         xp = self.backend.xp
-        stacked = xp.stack(arrays, axis=-1) if len(arrays) > 1 else arrays[0]
+        live = arrays[0]
         if not self.in_id_order:
-            ordered = xp.empty_like(stacked)
-            ordered[self.flake_id.astype(xp.int64)] = stacked
-            stacked = ordered
+            ordered = []
+            for array in arrays:
+                out = xp.empty_like(array)
+                self.copy_in_id_order(array, out)
+                ordered.append(out)
+            arrays = tuple(ordered)
+        stacked = xp.stack(arrays, axis=-1) if len(arrays) > 1 else arrays[0]
         host = self.backend.to_host(stacked)
-        if host is arrays[0]:              # the live state itself (one array, CPU, id order)
+        if host is live:                   # the live state itself (one array, CPU, id order)
             return np.array(host, copy=True)
         return np.asarray(host)            # already a new array: no second pass over it
 

@@ -84,7 +84,7 @@ class HostFlakes:
     """One frame's flakes copied to the host by the bake thread, for the writer thread: the
     engine's planar arrays in a buffer of a pool that ``take`` returns it to (``planes``), or
     finished arrays in flake-id order (``arrays``: where the engine does not hold its flakes
-    in id order on the host, e.g. on a GPU, which orders them before the copy)."""
+    on the host, a GPU, which orders them before the copy)."""
 
     __slots__ = ("planes", "arrays", "pool")
 
@@ -107,8 +107,8 @@ class HostFlakes:
 
 
 class FlakeCopier:
-    """The bake thread's copy of a frame's flakes (``copy``): one contiguous copy of each
-    engine array into a reused host buffer; stacking into (N,3), scaling and the respawn
+    """The bake thread's copy of a frame's flakes (``copy``): one copy of each engine array
+    into a reused host buffer, in flake-id order (the CPU build sorts its flakes by cell); stacking into (N,3), scaling and the respawn
     comparison are the writer's (``FrameStore.store_host_frame``). ``respawns``: copy the
     respawn counts (the point cache marks respawned flakes; the Geometry Nodes bake does not
     need them)."""
@@ -121,7 +121,7 @@ class FlakeCopier:
 
     def copy(self) -> HostFlakes:
         flakes = self.flakes
-        if flakes.backend.is_gpu or not flakes.in_id_order:
+        if flakes.backend.is_gpu:
             counts = flakes.respawn_counts() if self.rows > 6 else None
             return HostFlakes(arrays=(flakes.positions(), flakes.velocities(), counts))
         try:
@@ -130,7 +130,7 @@ class FlakeCopier:
             planes = np.empty((self.rows, flakes.count), np.float32)
         for row, name in zip(planes, _PLANES):
             value = getattr(flakes, name)
-            np.copyto(row.view(value.dtype), value)
+            flakes.copy_in_id_order(value, row.view(value.dtype))
         return HostFlakes(planes=planes, pool=self.pool)
 
 

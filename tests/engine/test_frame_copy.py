@@ -3,7 +3,7 @@ counts the point cache compares carry no engine flag bits, so a flake the wind l
 grain of blowing snow is not taken for a respawned one."""
 import numpy as np
 
-from snowfall.kernels.reference.flakes import BLOWING
+from snowfall.kernels.reference.flakes import BLOWING, COUNT_BITS
 from snowfall.snow_addon.formats import frame_store
 from snowfall.snow_addon import Simulation, SnowSettings
 from snowfall.snow_addon.scenes import box_test
@@ -16,9 +16,15 @@ def test_copied_respawn_counts_leave_lifted_grains_alone():
     sim.step(60)
     flakes = sim.flakes
     raw = np.asarray(flakes.respawn_count)
-    assert flakes.in_id_order and ((raw & BLOWING) != 0).any()     # grains aloft now
+    # stored by wind cell (the CPU build's sort), with grains aloft now
+    assert not flakes.in_id_order and ((raw & BLOWING) != 0).any()
     copier = frame_store.FlakeCopier(flakes)
-    positions, _velocities, counts = copier.copy().take()
+    positions, velocities, counts = copier.copy().take()
     np.testing.assert_array_equal(counts, sim.flake_respawn_counts())
     assert not (counts & BLOWING).any()
     np.testing.assert_array_equal(positions, sim.flake_positions())
+    np.testing.assert_array_equal(velocities, sim.flake_velocities())
+    # in flake-id order: the same bits as a copy of the state saved in id order
+    state = flakes.state_dict()
+    np.testing.assert_array_equal(positions[:, 0], state["pos_x"])
+    np.testing.assert_array_equal(counts, state["respawn_count"] & COUNT_BITS)
