@@ -108,8 +108,9 @@ class HostFlakes:
 
 class FlakeCopier:
     """The bake thread's copy of a frame's flakes (``copy``): one copy of each engine array
-    into a reused host buffer, in flake-id order (the CPU build sorts its flakes by cell); stacking into (N,3), scaling and the respawn
-    comparison are the writer's (``FrameStore.store_host_frame``). ``respawns``: copy the
+    into a reused host buffer, in flake-id order (the CPU build stores its flakes by wind
+    cell); stacking into (N,3), scaling and the respawn comparison are the writer's
+    (``FrameStore.store_host_frame``). ``respawns``: copy the
     respawn counts (the point cache marks respawned flakes; the Geometry Nodes bake does not
     need them)."""
 
