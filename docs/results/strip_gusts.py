@@ -1,12 +1,13 @@
-"""A flat open strip on the CPU with gusts (docs/drift.md, "Gusts and the suspension's
-inflow"): python strip_gusts.py VARIANT SPEED SEED CELL GUST SECONDS FLAKES with the
-snowfall package on PYTHONPATH. VARIANT base (the engine), follow (the suspension's inflow
+"""A flat open strip with gusts (docs/drift.md, "Gusts and the suspension's inflow"):
+python strip_gusts.py VARIANT SPEED SEED CELL GUST SECONDS FLAKES [BACKEND] with the
+snowfall package on PYTHONPATH (BACKEND cpu, the default, or gpu). VARIANT base (the engine), follow (the suspension's inflow
 at the gusted inflow speed) or lagN (at the mean gusted speed of the last N s). Not part of
 the add-on (cpu-strip-gusts-20261207.log)."""
 import sys, time, math
 import numpy as np
 from snowfall.snow_addon import SnowSettings, Simulation, scenes, drift, wind as windmod
 variant, speed, seed, cell, gust, seconds, flakes = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+backend = sys.argv[8] if len(sys.argv) > 8 else "cpu"
 if "follow" in variant or "lag" in variant:
     orig = drift.SnowDrift.blowing_snow
     window = float(variant[3:]) if variant.startswith("lag") else 0.0
@@ -26,7 +27,7 @@ res = int(round(size_x / (cell / 2))) + 1
 v, t = scenes.snow_fence(size_x=size_x, size_y=size_y, fence_height=1e-4, fence_length=cell, thickness=cell, fence_x=0.0, resolution=res)
 s = SnowSettings(heightmap_resolution=res, wind_cell_size=cell, sky_height=12 * cell, side_walls=True, wind_speed=speed, gust_strength=gust,
                  gust_direction_jitter=0.0, flake_count=flakes, snowfall_rate=6.0, upwind_fetch="open_snowfield", seed=seed)
-sim = Simulation(s, v, t, backend="cpu")
+sim = Simulation(s, v, t, backend=backend)
 started = time.time()
 chunks = int(round(seconds / 10))
 for c in range(chunks):
