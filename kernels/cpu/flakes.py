@@ -7,7 +7,7 @@ import numpy as np
 from numba import prange
 
 from .rng import random_uniform
-from .sampling import sample_bilinear, sample_wind
+from .sampling import sample_bilinear, sample_bilinear_sum, sample_wind
 from .shares import SHARES, share
 
 # One home for the random streams and constants: the reference build defines them.
@@ -40,8 +40,7 @@ def flake_constants(seed, fid, vt_min, vt_max, spiral_radius):
 @numba.njit(inline="always", cache=True)
 def _ground(height, snow_depth, hx0, hy0, spacing, x, y):
     """Bilinear terrain + snow surface (m) at (x, y)."""
-    return np.float32(sample_bilinear(height, hx0, hy0, spacing, x, y)
-                      + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y))
+    return sample_bilinear_sum(height, snow_depth, hx0, hy0, spacing, x, y)
 
 
 @numba.njit(inline="always", cache=True)

@@ -5,7 +5,7 @@ from numba import prange
 
 from ..contract import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # one home
                         FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK, OPEN_LIMIT)
-from .sampling import open_range, sample_bilinear, sample_open, sample_weight
+from .sampling import open_range, sample_bilinear_sum, sample_open, sample_weight
 from .shares import SHARES, share
 
 F32 = np.float32
@@ -30,8 +30,7 @@ def _centre_ground(height, snow_depth, hx0, hy0, spacing, x0, y0, cell_size, ny,
         for i in range(nx):
             cx = np.float32(x0) + (np.float32(i) + half) * h
             cy = np.float32(y0) + (np.float32(j) + half) * h
-            centre[j, i] = np.float32(sample_bilinear(height, hx0, hy0, spacing, cx, cy)
-                                      + sample_bilinear(snow_depth, hx0, hy0, spacing, cx, cy))
+            centre[j, i] = sample_bilinear_sum(height, snow_depth, hx0, hy0, spacing, cx, cy)
     return centre
 
 
@@ -107,9 +106,7 @@ def _snap(a):
 
 @numba.njit(inline="always", cache=True)
 def _terrain(height, snow_depth, hx0, hy0, spacing, x, y, block):
-    t = np.float32(sample_bilinear(height, hx0, hy0, spacing, x, y)
-                   + sample_bilinear(snow_depth, hx0, hy0, spacing, x, y))
-    return max(t, block)
+    return max(sample_bilinear_sum(height, snow_depth, hx0, hy0, spacing, x, y), block)
 
 
 @numba.njit(inline="always", cache=True)
