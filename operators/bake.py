@@ -246,6 +246,10 @@ class BakeJob:
         props.backend_reason = self.sim.backend.reason
         self.substep = 0
         self.frames_done = 0
+        #: Substeps simulated in this bake: one counter that only the simulation thread
+        #: raises, so the progress Blender's thread reads from it never steps back (the
+        #: substep goes back to 0 at a frame's end before ``frames_done`` counts the frame)
+        self.substeps_done = 0
         self.frames_total = self.frame_end - self.frame
         self.started = time.perf_counter()
         #: Bake-thread seconds spent on output (host copies, the .blend's snow, handing
@@ -425,7 +429,7 @@ class BakeJob:
             return background.preparing_progress if background is not None else 0.0
         if self.frames_total <= 0:
             return 1.0
-        return (self.frames_done + self.substep / self.substeps) / self.frames_total
+        return min(1.0, self.substeps_done / (self.frames_total * self.substeps))
 
     @property
     def seconds_per_frame(self):
@@ -440,7 +444,7 @@ class BakeJob:
         per_frame = self.seconds_per_frame
         if per_frame is None:
             return None
-        return per_frame * (self.frames_total - self.frames_done - self.substep / self.substeps)
+        return per_frame * max(0.0, self.frames_total - self.substeps_done / self.substeps)
 
     def status_text(self) -> str:
         background = getattr(self, "_background", None)
@@ -472,6 +476,7 @@ class BakeJob:
         if self.done:
             return None
         self.sim.step(1)
+        self.substeps_done += 1
         self.substep += 1
         if self.substep < self.substeps:
             return None

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from snowfall.operators import engine, snow_surface
-from snowfall.operators.bake import SNOWFALL_OT_bake, running_job
+from snowfall.operators.bake import BakeJob, SNOWFALL_OT_bake, running_job
 from snowfall.snow_addon.simulation import Simulation
 
 
@@ -155,6 +155,33 @@ def test_escape_stops_the_modal_bake_and_keeps_finished_frames(addon, tools, tmp
     assert bpy.ops.snowfall.resume() == {"FINISHED"}
     assert snow_surface.baked_frames() == list(range(1, 13))
     np.testing.assert_array_equal(snow_surface.read_depth_frame(12), uninterrupted[12])
+
+
+def test_the_bar_never_steps_back_at_a_frames_end(addon, tools, tmp_path, monkeypatch):
+    """Blender's thread reads the bake's progress while the simulation thread ends a frame
+    (its substep back to 0, its files handed to the writer, then the frame counted): read
+    in that window the progress is the whole frame's, never the frame before's (the bar
+    stepped back there, now and then, in a CI run)."""
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=4)
+    tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    scene.snowfall.substeps = 2
+    inside = []
+    original = BakeJob._write_frame_files
+
+    def reading_in_the_window(self, frame, first=False):
+        if not first:
+            inside.append((frame, self.progress))
+        return original(self, frame, first)
+
+    monkeypatch.setattr(BakeJob, "_write_frame_files", reading_in_the_window)
+    operator, context, wm, _status, reports = _modal_operator(scene)
+    assert operator.invoke(context, None) == {"RUNNING_MODAL"}
+    assert _tick_until_done(operator, context)[-1] == {"FINISHED"}, reports
+    assert [frame for frame, _ in inside] == [2, 3, 4]
+    assert [progress for _, progress in inside] == pytest.approx([1 / 3, 2 / 3, 1.0])
+    assert wm.progress == sorted(wm.progress) and wm.progress[-1] == 1000
 
 
 def test_a_bake_pressed_while_kernels_compile_waits_with_its_own_progress(addon, tools,
