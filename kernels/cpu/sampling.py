@@ -41,8 +41,8 @@ def sample_bilinear(field, x0, y0, spacing, x, y):
 @numba.njit(inline="always", cache=True)
 def sample_bilinear_sum(first, second, x0, y0, spacing, x, y):
     """sample_bilinear(first) + sample_bilinear(second) (float32) for two fields of the same
-    shape, the corners and weights found once: the same bits as the two samples, and the
-    flakes' step (the terrain plus the snow at a point) 8 % faster on cpu-small."""
+    shape (the terrain and the snow on it), the corners and weights found once: the same
+    bits as the two samples (docs/benchmarks.md has what it saves)."""
     ny, nx = first.shape
     i0, i1, tx, j0, j1, ty = _bilinear_weights(ny, nx, x0, y0, spacing, x, y)
     return np.float32(_bilinear(first, i0, i1, tx, j0, j1, ty)

@@ -110,9 +110,8 @@ class FlakeCopier:
     """The bake thread's copy of a frame's flakes (``copy``): one copy of each engine array
     into a reused host buffer, in flake-id order (the CPU build stores its flakes by wind
     cell); stacking into (N,3), scaling and the respawn comparison are the writer's
-    (``FrameStore.store_host_frame``). ``respawns``: copy the
-    respawn counts (the point cache marks respawned flakes; the Geometry Nodes bake does not
-    need them)."""
+    (``FrameStore.store_host_frame``). ``respawns``: copy the respawn counts (the point
+    cache marks respawned flakes; the Geometry Nodes bake does not need them)."""
 
     def __init__(self, flakes, respawns: bool = True):
         self.flakes = flakes
