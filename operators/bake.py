@@ -33,7 +33,7 @@ import numpy as np
 from .. import blender_compat
 from ..snow_addon import bake_cache
 from ..snow_addon.bake_cache import BakeCacheError, BakeFolder, BakeWriter, CommitRecord
-from ..snow_addon.errors import SnowInputError
+from ..snow_addon.errors import SnowInputError, SnowSimulationError
 from ..properties import (cache_folder_setting, flake_radius, terrain_objects, to_snow_settings,
                           unit_scale)
 from ..snow_addon.formats import gn_bake
@@ -481,6 +481,9 @@ class BakeJob:
         if self.substep < self.substeps:
             return None
         self.substep = 0
+        # a run that left the model's range stops before it writes the frame
+        # (SnowSimulationError): the frames before it are kept
+        self.sim.check_health()
         return self._write_frame_files(self.frame + 1)
 
     def advance_frame(self) -> bool:
@@ -905,6 +908,14 @@ class _BakeBase:
         except SnowInputError as error:   # bad scene data, the disk filled up or read-only
             self._end(context)
             self.report({"ERROR"}, str(error))
+            return {"CANCELLED"}
+        except SnowSimulationError as error:  # the run left the model's range
+            self._end(context)
+            _RUNNING.pop(context.scene.as_pointer(), None)
+            kept = (f"frames {job.frame_start}-{job.frame} are kept" if job.frames_done
+                    else "no frame was baked")
+            self.report({"ERROR"}, f"Snowfall: stopped after frame {job.frame}; {kept}. "
+                        f"{error}")
             return {"CANCELLED"}
         except Exception as error:        # a failure inside the engine: say what, keep Blender
             import traceback

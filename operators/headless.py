@@ -251,11 +251,13 @@ def bake_file(path: str, output: str | None = None, frame_start: int | None = No
 
     Raises BadArgument or SnowInputError for bad input (before the file or the cache folder
     changes), BakeCacheError (a SnowInputError) when the cache folder cannot be written,
-    SaveError when the baked file cannot be saved whole."""
+    SaveError when the baked file cannot be saved whole, SnowSimulationError when the run
+    leaves the model's range (Simulation.check_health; the frames before it are kept and the
+    file is saved with them)."""
     import bpy
 
     from .. import register, unregister
-    from ..snow_addon.errors import SnowInputError
+    from ..snow_addon.errors import SnowInputError, SnowSimulationError
     from .bake import BakeJob, _RUNNING
 
     args = argparse.Namespace(blend=path, output=output, frame_start=frame_start,
@@ -322,15 +324,23 @@ def bake_file(path: str, output: str | None = None, frame_start: int | None = No
         log(f"snowfall: baking '{scene.name}' frames {job.frame}-{job.frame_end} on "
             f"{job.sim.backend.describe()} into '{job.cache}'")
         started = time.perf_counter()
+        target = os.path.abspath(output) if output else bpy.data.filepath
         try:
             more = not job.done
             while more:
                 more = job.advance_frame()
                 log(_progress_line(job))
+        except SnowSimulationError:
+            # the run left the model's range: the frames baked before it are kept, and the
+            # file saved with them (its record shows them)
+            job.finish()
+            log(f"snowfall: stopped after frame {job.frame}; frames {job.frame_start}-"
+                f"{job.frame} are kept")
+            save_blend(target, log)
+            raise
         finally:
             job.finish()
         log(f"snowfall: baked up to frame {job.frame} in {time.perf_counter() - started:.1f} s")
-        target = os.path.abspath(output) if output else bpy.data.filepath
         save_blend(target, log)
         return job.frame
     finally:
@@ -472,7 +482,7 @@ def build_parser(prog="python -m snowfall.operators.headless") -> argparse.Argum
 def run(argv, open_file: bool = True, prog=None) -> int:
     """Parse ``argv``, check it, bake, save. Prints one line per problem on stderr and
     returns the exit status (module docstring)."""
-    from ..snow_addon.errors import SnowInputError
+    from ..snow_addon.errors import SnowInputError, SnowSimulationError
 
     try:
         parser = build_parser(prog) if prog else build_parser()
@@ -492,6 +502,9 @@ def run(argv, open_file: bool = True, prog=None) -> int:
         _error(str(error))
         return EXIT_BAD_INPUT
     except SaveError as error:
+        _error(str(error))
+        return EXIT_FAILED
+    except SnowSimulationError as error:
         _error(str(error))
         return EXIT_FAILED
     except SnowInputError as error:

@@ -203,8 +203,14 @@ def main(argv=None) -> int:
     except DemoArgumentError as error:
         print(f"demo: {error}", file=sys.stderr)
         return EXIT_BAD_ARGUMENT
-    run(args.scene, args.out, args.frames, args.flakes, args.frame, tuple(args.resolution),
-        args.samples, args.backend)
+    from ..snow_addon.errors import SnowSimulationError
+
+    try:
+        run(args.scene, args.out, args.frames, args.flakes, args.frame, tuple(args.resolution),
+            args.samples, args.backend)
+    except SnowSimulationError as error:    # the bake stopped: the frames before it are kept
+        print(f"demo: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -21,7 +21,7 @@ from . import stages
 from .backend import Backend, StageTimer, host_kernels, select_backend
 from .cover import SnowCover
 from .drift import SnowDrift, check_roughness
-from .errors import SnowInputError, SnowMemoryError
+from .errors import SnowInputError, SnowMemoryError, SnowSimulationError
 from .fences import check_fences, fence_columns
 from .flakes import FlakeSystem
 from .grid import WindGrid
@@ -29,11 +29,18 @@ from .options import SolverOptions
 from .settings import SnowSettings
 from .terrain import Heightmap, build_heightmap, vertex_snow_depth
 from .threads import cpu_thread_governor
-from .wind import WindSolver, WindStepInfo, wind_schedule
+from .wind import WindSolver, WindStepInfo, fastest_inflow, wind_schedule
 
 #: Share of the backend's free memory a bake may plan to use (the rest is headroom for
 #: allocator slack, temporaries and the host side).
 MEMORY_HEADROOM = 0.85
+WIND_SPEED_LIMIT = 5.0
+"""check_health stops a run whose wind is faster than this many times the storm's fastest
+inflow (plus 10 m/s): terrain speeds a wind up 2x at most (a ridge's crest, potential flow),
+a wind solve gone unstable grows without bound within a few steps."""
+SNOW_CLEARANCE = 0.5
+"""check_health stops a run whose snow has risen to within this many wind cells of the wind
+grid's top: the top cells are the sky the flakes start from and the wind leaves by."""
 
 STATE_FORMAT_VERSION = 2
 
@@ -314,6 +321,49 @@ class Simulation:
             raise SnowInputError("flakes", "this simulation was built without flakes",
                                  "Simulation(..., flakes=True)")
         return self.flakes
+
+    def check_health(self) -> None:
+        """Raise SnowSimulationError when the run has left the range its model holds: the
+        wind or the snow not finite, the wind faster than WIND_SPEED_LIMIT times the
+        storm's fastest inflow (plus 10 m/s), or snow risen to within SNOW_CLEARANCE wind
+        cells of the wind grid's top (the flakes start there, and a column filled with
+        snow leaves the wind no way through). Seven reductions on the device, each read by
+        the host: a bake calls it once per frame, before it writes the frame."""
+        host, xp = self.backend.to_host, self.backend.xp
+        # the largest and the smallest of each part (no temporary as large as the wind
+        # grid; a NaN anywhere makes them NaN)
+        wind = [abs(float(host(reduce()))) for part in (self.wind.u, self.wind.v, self.wind.w)
+                for reduce in (part.max, part.min)]
+        surface = float(host(xp.max(self.cover.height + self.cover.snow_depth)))
+        frame = f"at {self.time:.2f} s (step {self.step_index})"
+        if not all(np.isfinite(wind)):
+            raise SnowSimulationError(
+                "wind_speed", f"the wind stopped being a number {frame}: the bake stops here "
+                "and keeps what it baked before", "a lower Wind Speed or Gust Strength")
+        if not np.isfinite(surface):
+            raise SnowSimulationError(
+                "snowfall_rate", f"the snow depth stopped being a number {frame}: the bake "
+                "stops here and keeps what it baked before", "a lower Snowfall Rate")
+        limit = WIND_SPEED_LIMIT * fastest_inflow(self.settings) + 10.0
+        if max(wind) > limit:
+            raise SnowSimulationError(
+                "wind_speed", f"the wind reached {max(wind):.0f} m/s {frame}, more than "
+                f"{limit:.0f} m/s for this storm: the wind solve has become unstable; the "
+                "bake stops here and keeps what it baked before",
+                "a lower Wind Speed or Gust Strength")
+        lid = float(self.grid.top)
+        if surface > lid - SNOW_CLEARANCE * float(self.grid.cell_size):
+            depth = self.snow_depth()
+            row, column = np.unravel_index(int(np.argmax(depth)), depth.shape)
+            hm = self.heightmap.grid
+            raise SnowSimulationError(
+                "upwind_fetch", f"the snow piled up to {surface:.1f} m {frame}, "
+                f"{'above' if surface > lid else 'up to'} the wind grid's top ({lid:.1f} m); "
+                f"the deepest snow, {float(depth[row, column]):.1f} m, is at x "
+                f"{hm.x0 + column * hm.spacing:.1f} m, y {hm.y0 + row * hm.spacing:.1f} m. "
+                "Drifting snow collects there faster than this model can carry it on: the "
+                "bake stops here and keeps what it baked before",
+                "Upwind Fetch 'Wrap Around' or a lower Wind Speed")
 
     def flake_positions(self) -> np.ndarray:
         return self._require_flakes().positions()

@@ -140,6 +140,13 @@ def peak_inflow_speed(settings, time: float) -> float:
     return speed * (1.0 + float(settings.gust_strength))
 
 
+def fastest_inflow(settings) -> float:
+    """The fastest inflow of the whole storm (m/s): the fastest speed before gusts (of
+    ``wind_speed`` or the keys) with the strongest gust."""
+    speeds = [float(key[1]) for key in settings.wind_keys] or [float(settings.wind_speed)]
+    return max(speeds) * (1.0 + float(settings.gust_strength))
+
+
 def wind_schedule(settings, cell_size: float, time: float) -> tuple[int, int]:
     """(interval, substeps) of the wind solve at simulated ``time`` s: ``substeps`` solves
     of ``interval * time_step / substeps`` s each, then none until ``interval`` steps

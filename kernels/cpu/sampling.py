@@ -9,7 +9,12 @@ from ..contract import SAMPLE_WEIGHT_SCALE  # one home
 
 @numba.njit(inline="always", cache=True)
 def _axis(g, n):
-    g = min(max(g, np.float32(0.0)), np.float32(n - 1))
+    # written so that NaN clamps to the low edge, as CUDA's fmaxf does: min/max would keep
+    # it, and int(floor(NaN)) would index outside the array (a crash, not an error)
+    if not g > np.float32(0.0):
+        g = np.float32(0.0)
+    elif g > np.float32(n - 1):
+        g = np.float32(n - 1)
     i0 = min(int(math.floor(g)), max(n - 2, 0))
     return i0, min(i0 + 1, n - 1), np.float32(g - np.float32(i0))
 

@@ -5,7 +5,9 @@ import numpy as np
 
 def _axis(g, n):
     """Lower index and weight for fractional grid coordinate ``g`` on ``n`` samples, clamped."""
-    g = np.clip(np.asarray(g, dtype=np.float32), np.float32(0.0), np.float32(n - 1))
+    g = np.asarray(g, dtype=np.float32)
+    # NaN clamps to the low edge, as CUDA's fmaxf(NaN, 0) does
+    g = np.clip(np.where(np.isnan(g), np.float32(0.0), g), np.float32(0.0), np.float32(n - 1))
     i0 = np.minimum(np.floor(g).astype(np.int64), max(n - 2, 0))
     t = (g - i0.astype(np.float32)).astype(np.float32)
     return i0, np.minimum(i0 + 1, n - 1), t

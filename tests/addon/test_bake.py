@@ -167,6 +167,38 @@ def test_stopping_mid_bake_keeps_every_finished_frame(addon, tools, tmp_path):
     np.testing.assert_array_equal(_flakes(scene, [3])[3], engine.flakes[3])
 
 
+def test_a_run_that_leaves_the_models_range_stops_and_keeps_the_frames_before(addon, tools,
+                                                                           tmp_path):
+    """Snow piled up to the wind grid's top during frame 4 (as a runaway drift leaves it):
+    the bake stops with a SnowSimulationError that says where and what to change, before
+    it writes frame 4; frames 1-3 stay baked and equal the engine's."""
+    from snowfall.snow_addon.errors import SnowSimulationError
+
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=6)
+    terrain = tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    job = BakeJob(bpy.context)
+    job.advance_frame()
+    job.advance_frame()
+    sim = job.sim
+    lid = sim.grid.top
+    depth = sim.backend.to_host(sim.cover.snow_depth)
+    depth[2:6, 3:7] = lid        # a pile taller than the grid: the check must stop the bake
+    sim.cover.snow_depth[...] = sim.backend.asarray(depth)
+    with pytest.raises(SnowSimulationError) as raised:
+        while job.advance():
+            pass
+    assert raised.value.setting == "upwind_fetch" and "wind grid's top" in str(raised.value)
+    job.finish()
+    props = scene.snowfall
+    assert props.has_bake and props.baked_frame_end == 3
+    assert snow_surface.baked_frames() == [1, 2, 3]
+    engine = _engine_run(scene, terrain, [1, 2, 3])
+    for frame in (1, 2, 3):
+        np.testing.assert_array_equal(snow_surface.read_depth_frame(frame), engine.depth[frame])
+
+
 @pytest.mark.parametrize("form", ["surface", "vertex"])
 def test_resume_after_reload_equals_an_uninterrupted_bake(addon, tools, tmp_path, form):
     """Resume after the .blend was saved and reopened, for new bakes and for the older

@@ -259,3 +259,36 @@ def test_a_failing_bake_reports_and_leaves_no_running_job(addon, tools, tmp_path
     assert running_job(scene) is None and wm.ended
     assert not scene.snowfall.has_bake
     assert reports[-1][0] == {"ERROR"} and "no memory for the wind grid" in reports[-1][1]
+
+
+def test_a_run_that_leaves_the_models_range_is_reported_with_the_frames_kept(addon, tools,
+                                                                            tmp_path,
+                                                                            monkeypatch):
+    """check_health fails at the end of frame 4 (on the simulation thread): the modal bake
+    ends with an ERROR report that names the setting and the frames kept, frames 1-3 stay
+    baked, and no job is left running."""
+    from snowfall.snow_addon import simulation
+    from snowfall.snow_addon.errors import SnowSimulationError
+
+    scene = addon
+    tools.small_settings(scene, tmp_path, frames=8)
+    tools.grid_object()
+    bpy.ops.snowfall.set_terrain()
+    checks = []
+
+    def check_health(self):
+        checks.append(self.step_index)
+        if len(checks) == 3:           # the end of frame 4 (frame 1 is the start)
+            raise SnowSimulationError("upwind_fetch", "simulated: the snow piled up to the "
+                                      "wind grid's top", "Upwind Fetch 'Wrap'")
+
+    monkeypatch.setattr(simulation.Simulation, "check_health", check_health)
+    operator, context, wm, _status, reports = _modal_operator(scene)
+    operator.invoke(context, None)
+    assert _tick_until_done(operator, context)[-1] == {"CANCELLED"}
+    assert running_job(scene) is None and wm.ended
+    assert snow_surface.baked_frames() == [1, 2, 3]
+    assert scene.snowfall.baked_frame_end == 3
+    kind, text = reports[-1]
+    assert kind == {"ERROR"} and "frames 1-3 are kept" in text and "upwind_fetch" in text
+    assert "Wrap" in text

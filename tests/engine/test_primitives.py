@@ -139,3 +139,28 @@ def test_compiled_sampling_and_rng_match_reference(backend, shape):
     np.testing.assert_allclose(got[:, 3], ref_sampling.sample_bilinear(field, 0.1, -0.2, 0.7, pts[0], pts[1]),
                                rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got[:, 4], ref_rng.random_uniform(99, np.arange(pts.shape[1]), 7, 3))
+
+
+def test_sampling_at_a_nan_point_clamps_to_the_low_edge(backend):
+    """A NaN coordinate (a wind gone non-finite moves points there) samples the grid's low
+    edge on every build, as CUDA's fmaxf clamps it: the Numba build used to index outside
+    its arrays with it and crash the process (Blender with it)."""
+    rng = np.random.default_rng(5)
+    nz, ny, nx = 4, 5, 6
+    u = rng.standard_normal((nz, ny, nx + 1)).astype(np.float32)
+    v = rng.standard_normal((nz, ny + 1, nx)).astype(np.float32)
+    w = rng.standard_normal((nz + 1, ny, nx)).astype(np.float32)
+    field = rng.standard_normal((ny, nx)).astype(np.float32)
+    nan = np.float32(np.nan)
+    pts = np.array([[nan, 1.0, 1.0], [1.0, nan, 1.0], [1.0, 1.0, nan], [nan, nan, nan]],
+                   np.float32).T.copy()
+    probe = _gpu_probe if backend.is_gpu else _cpu_probe
+    got = probe(u, v, w, field, pts, 99, 7, 3)
+    assert np.isfinite(got).all()
+    ref = ref_sampling.sample_wind(u, v, w, 0.1, -0.2, 0.3, 0.7, *pts)
+    np.testing.assert_allclose(got[:, :3].T, np.stack(ref), rtol=1e-5, atol=1e-5)
+    low = ref_sampling.sample_wind(u, v, w, 0.1, -0.2, 0.3, 0.7, [-1e6], [1.0], [1.0])
+    np.testing.assert_array_equal(np.stack(ref)[:, 0], np.stack(low)[:, 0])
+    np.testing.assert_allclose(got[:, 3], ref_sampling.sample_bilinear(field, 0.1, -0.2, 0.7,
+                                                                        pts[0], pts[1]),
+                               rtol=1e-5, atol=1e-5)

@@ -297,3 +297,39 @@ def test_solver_options_left_unset_take_the_backends_own_choice():
     assert cpu.read_ahead is False and cpu.prefetch_wind is False
     forced = SolverOptions(read_ahead=True, prefetch_wind=True).for_backend(select_backend("cpu"))
     assert forced.read_ahead is True and forced.prefetch_wind is True
+
+
+@pytest.mark.parametrize("spoil, setting, words", [
+    ("wind_nan", "wind_speed", "stopped being a number"),
+    ("wind_fast", "wind_speed", "unstable"),
+    ("snow_nan", "snowfall_rate", "stopped being a number"),
+    ("snow_tower", "upwind_fetch", "wind grid's top"),
+])
+def test_check_health_stops_a_run_that_left_the_models_range(hill, backend, spoil, setting,
+                                                              words):
+    """A healthy run passes check_health; a wind or snow that is not a number, a wind far
+    beyond the storm's, or snow up to the wind grid's top raises SnowSimulationError naming
+    what to change (the bake calls it before it writes each frame)."""
+    from snowfall.snow_addon.errors import SnowSimulationError
+
+    sim = Simulation(small_settings(gust_strength=0.3), *hill, backend=backend.name)
+    sim.step(6)
+    sim.check_health()
+    xp = sim.backend.xp
+    if spoil == "wind_nan":
+        sim.wind.v[1, 2, 3] = xp.float32(np.nan)
+    elif spoil == "wind_fast":
+        # 5 x 4 m/s x 1.3 + 10 m/s = 36 m/s is the limit for this storm
+        sim.wind.w[2, 2, 2] = xp.float32(-37.0)
+    elif spoil == "snow_nan":
+        sim.cover.snow_depth[5, 6] = xp.float32(np.nan)
+    else:
+        sim.cover.snow_depth[7, 9] = xp.float32(sim.grid.top - sim.cover.height[7, 9])
+    with pytest.raises(SnowSimulationError) as raised:
+        sim.check_health()
+    assert raised.value.setting == setting and words in str(raised.value)
+    assert raised.value.suggestion
+    if spoil == "snow_tower":    # where the deepest snow is
+        hm = sim.heightmap.grid
+        assert f"x {hm.x0 + 9 * hm.spacing:.1f} m, y {hm.y0 + 7 * hm.spacing:.1f} m" in str(
+            raised.value)
