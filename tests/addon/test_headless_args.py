@@ -242,3 +242,32 @@ def test_blend_checks_on_files_blender_wrote(tmp_path):
                 handle.write(data[:cut])
             assert blend_file_problem(str(tmp_path / "cut.blend")) is not None, (compress, cut)
     bpy.ops.wm.read_factory_settings(use_empty=True)
+
+
+LEAVES_THE_MODELS_RANGE = """
+from snowfall.snow_addon import simulation
+from snowfall.snow_addon.errors import SnowSimulationError
+calls = []
+def check_health(self):
+    calls.append(self.step_index)
+    if len(calls) == 2:                # the end of frame 3
+        raise SnowSimulationError("upwind_fetch", "simulated: the snow piled up to the wind "
+                                  "grid's top", "Upwind Fetch 'Wrap Around'")
+simulation.Simulation.check_health = check_health
+"""
+
+
+def test_a_run_that_leaves_the_models_range_exits_1_and_saves_the_frames_before(shot):
+    """check_health fails at the end of frame 3: one error line naming the setting, exit
+    status 1, and the file saved with frames 1-2 baked (the cache folder keeps them)."""
+    done = headless(shot, code=LEAVES_THE_MODELS_RANGE)
+    assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-2000:])
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("snowfall: error:")]
+    assert len(errors) == 1 and errors[0].startswith("snowfall: error: upwind_fetch:"), \
+        done.stderr
+    assert "frames 1-2 are kept" in done.stdout and "snowfall: saved" in done.stdout
+    check = ("import bpy\nbpy.ops.wm.open_mainfile(filepath=" + repr(str(shot)) + ")\n"
+             "props = bpy.context.scene.snowfall\n"
+             "assert props.has_bake and props.baked_frame_end == 2, props.baked_frame_end\n")
+    _run_python("from snowfall import register\nregister()\n" + check)
