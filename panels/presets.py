@@ -4,8 +4,9 @@
 shipped in ``presets/settings`` (made from the sample scenes) and the artist's, which
 Blender keeps in its user scripts folder under ``presets/snowfall/settings``.
 
-A preset sets the storm (amount of snow, wind speed and gusts, drift, snow type, substeps);
-it leaves the terrain, the wind's direction, the flakes and the cache alone.
+A preset sets the storm (amount of snow, wind speed and gusts, drift, snow type, substeps,
+what lies upwind); it leaves the terrain, the wind's direction, the flakes and the cache
+alone.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ PRESET_VALUES = (
     "settings.snow_type", "settings.wind_speed", "settings.gust_strength",
     "settings.gust_period", "settings.gust_direction_jitter", "settings.drift_enabled",
     "settings.drift_strength", "settings.turbulence", "settings.substeps",
+    "settings.upwind_fetch",
 )
 
 

@@ -13,3 +13,4 @@ settings.drift_enabled = True
 settings.drift_strength = 1.0
 settings.turbulence = 1.0
 settings.substeps = 1
+settings.upwind_fetch = 'open_snowfield'
