@@ -356,14 +356,17 @@ class Simulation:
             depth = self.snow_depth()
             row, column = np.unravel_index(int(np.argmax(depth)), depth.shape)
             hm = self.heightmap.grid
+            wrapped = self.settings.upwind_fetch == "wrap"
             raise SnowSimulationError(
-                "upwind_fetch", f"the snow piled up to {surface:.1f} m {frame}, "
+                "wind_speed" if wrapped else "upwind_fetch",
+                f"the snow piled up to {surface:.1f} m {frame}, "
                 f"{'above' if surface > lid else 'up to'} the wind grid's top ({lid:.1f} m); "
                 f"the deepest snow, {float(depth[row, column]):.1f} m, is at x "
                 f"{hm.x0 + column * hm.spacing:.1f} m, y {hm.y0 + row * hm.spacing:.1f} m. "
                 "Drifting snow collects there faster than this model can carry it on: the "
                 "bake stops here and keeps what it baked before",
-                "Upwind Fetch 'Wrap Around' or a lower Wind Speed")
+                "a lower Wind Speed or Drift Strength" if wrapped
+                else "Upwind Fetch 'Wrap Around' or a lower Wind Speed")
 
     def flake_positions(self) -> np.ndarray:
         return self._require_flakes().positions()

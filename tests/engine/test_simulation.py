@@ -333,3 +333,9 @@ def test_check_health_stops_a_run_that_left_the_models_range(hill, backend, spoi
         hm = sim.heightmap.grid
         assert f"x {hm.x0 + 9 * hm.spacing:.1f} m, y {hm.y0 + 7 * hm.spacing:.1f} m" in str(
             raised.value)
+        assert "Wrap Around" in raised.value.suggestion
+        # with the terrain already wrapped around, the wind is what to change
+        sim.settings = sim.settings.replace(upwind_fetch="wrap")
+        with pytest.raises(SnowSimulationError) as raised:
+            sim.check_health()
+        assert raised.value.setting == "wind_speed" and "Wrap" not in str(raised.value)
