@@ -327,14 +327,17 @@ class Simulation:
         wind or the snow not finite, the wind faster than WIND_SPEED_LIMIT times the
         storm's fastest inflow (plus 10 m/s), or snow risen to within SNOW_CLEARANCE wind
         cells of the wind grid's top (the flakes start there, and a column filled with
-        snow leaves the wind no way through). Seven reductions on the device, each read by
-        the host: a bake calls it once per frame, before it writes the frame."""
-        host, xp = self.backend.to_host, self.backend.xp
+        snow leaves the wind no way through). Seven reductions on the device, read back in
+        one copy: a bake calls it once per frame, before it writes the frame."""
+        xp = self.backend.xp
         # the largest and the smallest of each part (no temporary as large as the wind
-        # grid; a NaN anywhere makes them NaN)
-        wind = [abs(float(host(reduce()))) for part in (self.wind.u, self.wind.v, self.wind.w)
-                for reduce in (part.max, part.min)]
-        surface = float(host(xp.max(self.cover.height + self.cover.snow_depth)))
+        # grid; a NaN anywhere makes them NaN), and the highest snow surface
+        extremes = [reduce() for part in (self.wind.u, self.wind.v, self.wind.w)
+                    for reduce in (part.max, part.min)]
+        extremes.append(xp.max(self.cover.height + self.cover.snow_depth))
+        values = self.backend.to_host(xp.stack(extremes))
+        wind = [abs(float(value)) for value in values[:6]]
+        surface = float(values[6])
         frame = f"at {self.time:.2f} s (step {self.step_index})"
         if not all(np.isfinite(wind)):
             raise SnowSimulationError(

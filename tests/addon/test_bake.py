@@ -146,14 +146,20 @@ def test_object_transform_and_unit_scale_are_respected(addon, tools, tmp_path):
     _check_surface(tools, engine, (3,), units_per_metre=2.0)
 
 
-def test_stopping_mid_bake_keeps_every_finished_frame(addon, tools, tmp_path):
-    scene = addon
+def _bake_two_frames(scene, tools, tmp_path):
+    """(terrain, BakeJob) of a 6-frame bake of a small grid with frames 2 and 3 baked."""
     tools.small_settings(scene, tmp_path, frames=6)
     terrain = tools.grid_object()
     bpy.ops.snowfall.set_terrain()
     job = BakeJob(bpy.context)
     job.advance_frame()
     job.advance_frame()
+    return terrain, job
+
+
+def test_stopping_mid_bake_keeps_every_finished_frame(addon, tools, tmp_path):
+    scene = addon
+    terrain, job = _bake_two_frames(scene, tools, tmp_path)
     job.advance()              # half of frame 4's substeps: stopped in the middle of a frame
     job.cancel()               # what Esc does
     props = scene.snowfall
@@ -175,12 +181,7 @@ def test_a_run_that_leaves_the_models_range_stops_and_keeps_the_frames_before(ad
     from snowfall.snow_addon.errors import SnowSimulationError
 
     scene = addon
-    tools.small_settings(scene, tmp_path, frames=6)
-    terrain = tools.grid_object()
-    bpy.ops.snowfall.set_terrain()
-    job = BakeJob(bpy.context)
-    job.advance_frame()
-    job.advance_frame()
+    terrain, job = _bake_two_frames(scene, tools, tmp_path)
     sim = job.sim
     lid = sim.grid.top
     depth = sim.backend.to_host(sim.cover.snow_depth)
