@@ -324,7 +324,7 @@ def test_check_health_stops_a_run_that_left_the_models_range(hill, backend, spoi
     elif spoil == "snow_nan":
         sim.cover.snow_depth[5, 6] = xp.float32(np.nan)
     else:
-        sim.cover.snow_depth[7, 9] = xp.float32(sim.grid.top - sim.cover.height[7, 9])
+        sim.cover.snow_depth[7, 9] = sim.grid.top - sim.cover.height[7, 9]
     with pytest.raises(SnowSimulationError) as raised:
         sim.check_health()
     assert raised.value.setting == setting and words in str(raised.value)
