@@ -49,10 +49,6 @@ BLOWING = np.uint32(0x80000000)
 GRAIN_WEIGHT_SHIFT = 28
 GRAIN_WEIGHT_BITS = np.uint32(0x70000000)
 MAX_GRAIN_WEIGHT_EXPONENT = 7
-#: A grain's landing settles with its lift's chance times its descent over its approach to
-#: the ground (kernels.reference.flakes.rebound_share); the approach is at least this (m),
-#: so that a grain that rose into a rising face does not divide by zero (it rebounds).
-REBOUND_MIN_APPROACH = F32(1e-6)
 #: Bit of ``respawn_count`` set while a grain that entered across the upwind edge is aloft
 #: (its snow is booked when it settles; a grain lifted off the terrain is booked with the
 #: snowfall, and unbooked if it leaves: kernels.reference.cover.deposit_weight).

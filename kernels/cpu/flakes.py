@@ -16,8 +16,7 @@ from ..contract import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS, FROM
                         GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT, LIFTED_EXITS, UPWIND_SETTLES,
                         INFLOW_HEIGHT_BINS, STREAM_INJECT, STREAM_INJECT_HEIGHT, OMEGA_MAX,
                         OMEGA_MIN,
-                        OPEN_LIMIT, REBOUND_MIN_APPROACH, SPAWN_MARGIN, SQRT3,
-                        STREAM_EDDY_X, STREAM_EDDY_Y,
+                        OPEN_LIMIT, SPAWN_MARGIN, SQRT3, STREAM_EDDY_X, STREAM_EDDY_Y,
                         STREAM_EDDY_Z, STREAM_LIFT, STREAM_LIFT_HEIGHT, STREAM_OMEGA,
                         STREAM_OMEGA_SIGN, STREAM_PHASE, STREAM_RADIUS, STREAM_REENTRY,
                         STREAM_TERMINAL_SPEED, STREAM_X, STREAM_Y, STREAM_Z, TWO_PI,
@@ -288,16 +287,6 @@ def grain_flights(speed, ustar, cell_size, column, dt, eddy_scale, mixing_height
 
 
 @numba.njit(inline="always", cache=True)
-def rebound_share(share, z_start, z_end, ground_start, ground_end):
-    """See kernels.reference.flakes.rebound_share (one grain)."""
-    descent = max(np.float32(z_start - z_end), np.float32(0.0))
-    approach = max(np.float32(descent + np.float32(ground_end - ground_start)),
-                   np.float32(REBOUND_MIN_APPROACH))
-    settle = np.float32(np.float32(np.float32(1.0) - share) * np.float32(descent / approach))
-    return max(np.float32(np.float32(1.0) - settle), np.float32(0.0))
-
-
-@numba.njit(inline="always", cache=True)
 def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed, threshold,
                heading_x, heading_y, strength):
     """See kernels.reference.flakes.lift_share (one point)."""
@@ -475,11 +464,9 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
         ni = _nearest_node(x, hx, inv_spacing, hnx)
         nj = _nearest_node(y, hy, inv_spacing, hny)
         hit = z < ground and height[nj, ni] > OPEN_LIMIT
-        struck_wall = False
         if hit and not (out_x or out_y):
             surface = np.float32(height[nj, ni] + snow_depth[nj, ni])
-            struck_wall = np.float32(surface - z) > np.float32(spacing)
-            if struck_wall:
+            if np.float32(surface - z) > np.float32(spacing):
                 # struck a wall: the snow slides to its foot on the side it came from
                 oi = _nearest_node(pos_x[n], hx, inv_spacing, hnx)
                 oj = _nearest_node(pos_y[n], hy, inv_spacing, hny)
@@ -491,10 +478,6 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
             share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y,
                                ustar_per_speed, threshold, heading_x, heading_y,
                                lift_strength)
-            if was_grain and not (out_x or out_y or struck_wall):
-                share = rebound_share(share, pos_z[n], z, _ground(height, snow_depth, hx0, hy0,
-                                                                 spacing, pos_x[n], pos_y[n]),
-                                      ground)
             if random_uniform(seed, fid, step_index, STREAM_LIFT) < share:
                 hit = False
                 z = np.float32(ground + random_uniform(seed, fid, step_index,

@@ -20,8 +20,7 @@ from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRES
                         GRAIN_WEIGHT_BITS, GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT,
                         INFLOW_HEIGHT_BINS, MAX_GRAIN_WEIGHT_EXPONENT, OMEGA_MAX,
                         STREAM_INJECT, STREAM_INJECT_HEIGHT,
-                        OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, REBOUND_MIN_APPROACH,
-                        SPAWN_MARGIN, SQRT3,
+                        OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
                         STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z, STREAM_LIFT,
                         STREAM_LIFT_HEIGHT, STREAM_OMEGA, STREAM_OMEGA_SIGN, STREAM_PHASE,
                         STREAM_RADIUS, STREAM_REENTRY, STREAM_TERMINAL_SPEED, STREAM_X,
@@ -40,8 +39,7 @@ def kernel_source(block, min_blocks_per_sm=0):
 # the constants and random streams shared with the other builds (kernels.contract)
 _DEFINES = cuda_defines(
     OPEN_LIMIT=OPEN_LIMIT, OMEGA_MIN=OMEGA_MIN, OMEGA_MAX=OMEGA_MAX, TWO_PI=TWO_PI,
-    SPAWN_MARGIN=SPAWN_MARGIN, REBOUND_MIN_APPROACH=REBOUND_MIN_APPROACH,
-    CONSTANT_COUNTER=np.uint32(CONSTANT_COUNTER), BLOWING=BLOWING,
+    SPAWN_MARGIN=SPAWN_MARGIN, CONSTANT_COUNTER=np.uint32(CONSTANT_COUNTER), BLOWING=BLOWING,
     COUNT_BITS=COUNT_BITS, SQRT3=SQRT3, OPEN_SNOWFIELD=OPEN_SNOWFIELD, BARE_GROUND=BARE_GROUND,
     GRAINS_ALOFT=np.int32(GRAINS_ALOFT), GRAIN_LANDINGS=np.int32(GRAIN_LANDINGS),
     FRESH_LIFTS=np.int32(FRESH_LIFTS),
@@ -141,15 +139,6 @@ __device__ __forceinline__ float lift_share(const float* __restrict__ surface_x,
     if (!(ustar > threshold && along > 0.0f)) return 0.0f;
     float square = ustar * ustar;
     return strength * ((square - threshold * threshold) / square);
-}
-
-// kernels.reference.flakes.rebound_share for one grain
-__device__ __forceinline__ float rebound_share(float share, float z_start, float z_end,
-        float ground_start, float ground_end) {
-    float descent = fmaxf(z_start - z_end, 0.0f);
-    float approach = fmaxf(descent + (ground_end - ground_start), REBOUND_MIN_APPROACH);
-    float settle = (1.0f - share) * (descent / approach);
-    return fmaxf(1.0f - settle, 0.0f);
 }
 
 // bilinear terrain + snow surface (m) at (x, y)
@@ -491,11 +480,9 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
     if (!((ni == hk.i0 || ni == hk.i1) && (nj == hk.j0 || nj == hk.j1)))
         node_height = __ldg(height + (long long)nj * hnx + ni);
     bool hit = z < ground && node_height > OPEN_LIMIT;
-    bool struck_wall = false;
     if (hit && !(out_x || out_y)) {
         float surface = node_height + snow[(long long)nj * hnx + ni];
-        struck_wall = surface - z > spacing;
-        if (struck_wall) {
+        if (surface - z > spacing) {
             // struck a wall: the snow slides to its foot on the side the flake came from
             int oi = nearest_node(x_start, hx0, inv_spacing, hnx);
             int oj = nearest_node(y_start, hy0, inv_spacing, hny);
@@ -509,13 +496,6 @@ __global__ void __launch_bounds__(STEP_LAUNCH_BOUNDS) step_flakes(
             && !(outside && opened)) {
         float share = lift_share(surface_x, surface_y, nx, ny, wx0, wy0, h, x, y,
                                  ustar_per_speed, threshold, heading_x, heading_y, lift_strength);
-        if (was_grain && !(out_x || out_y || struck_wall)) {
-            // a grain that struck the ground's rise: its descent over its approach settles
-            float ground_start = EDDY ? ground_here
-                : bilinear_at<COMPACT>(height, hnx, hny, hx0, hy0, inv_spacing, x_start, y_start)
-                  + bilinear_at<COMPACT>(snow, hnx, hny, hx0, hy0, inv_spacing, x_start, y_start);
-            share = rebound_share(share, pos_z[n], z, ground_start, ground);
-        }
         if (random_uniform(seed, fid, step_index, STREAM_LIFT) < share) {
             hit = false;
             z = ground + random_uniform(seed, fid, step_index, STREAM_LIFT_HEIGHT) * h;

@@ -49,8 +49,7 @@ from ..contract import (BARE_GROUND, BLOWING, CONSTANT_COUNTER, COUNT_BITS,  # n
                         FRESH_LIFTS, FROM_UPWIND, GRAIN_LANDINGS, GRAIN_WEIGHT_BITS,
                         GRAIN_WEIGHT_SHIFT, GRAINS_ALOFT, LIFTED_EXITS, UPWIND_SETTLES,
                         INFLOW_HEIGHT_BINS, STREAM_INJECT, STREAM_INJECT_HEIGHT,
-                        OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, REBOUND_MIN_APPROACH,
-                        SPAWN_MARGIN, SQRT3,
+                        OMEGA_MAX, OMEGA_MIN, OPEN_LIMIT, OPEN_SNOWFIELD, SPAWN_MARGIN, SQRT3,
                         STREAM_EDDY_X, STREAM_EDDY_Y, STREAM_EDDY_Z, STREAM_LIFT,
                         STREAM_LIFT_HEIGHT, STREAM_OMEGA, STREAM_OMEGA_SIGN, STREAM_PHASE,
                         STREAM_RADIUS, STREAM_REENTRY, STREAM_TERMINAL_SPEED, STREAM_X,
@@ -280,23 +279,6 @@ def lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed,
     return np.where(moving, share, f32(0.0)).astype(np.float32)
 
 
-def rebound_share(share, z_start, z_end, ground_start, ground_end):
-    """Probability (float32) that a grain of blowing snow landing this step is lifted
-    again, from ``share`` (lift_share's) and its path: it settles with the chance
-    (1 - share) times its descent over its approach to the ground, max(z_start - z_end, 0)
-    / (that descent + ground_end - ground_start), at most 1. So grains settle per unit of
-    ground area as on level ground whatever the slope they land on: a face that rises into
-    their path (a bump's or a drift's windward side) meets more of them, at a grazing
-    angle, and they rebound; a slope that falls away meets fewer, and they stay. Heights
-    in m, float32 arrays or scalars."""
-    descent = np.maximum((z_start - z_end).astype(np.float32), f32(0.0))
-    approach = np.maximum((descent + (ground_end - ground_start).astype(np.float32))
-                          .astype(np.float32), f32(REBOUND_MIN_APPROACH))
-    settle = ((f32(1.0) - share).astype(np.float32)
-              * (descent / approach).astype(np.float32)).astype(np.float32)
-    return np.maximum((f32(1.0) - settle).astype(np.float32), f32(0.0)).astype(np.float32)
-
-
 def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count,
                u, v, w, wx0, wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing,
                hit_counts, seed, vt_min, vt_max, spiral_radius, gravity, dt,
@@ -455,12 +437,6 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
         counter = np.uint32(step_index)
         share = lift_share(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed,
                            threshold, heading_x, heading_y, lift_strength)
-        if grains:
-            # a grain that strikes the ground's rise (not a wall, not across a wrap)
-            rises = was_grain & ~(out_x | out_y) & ((surface - z).astype(np.float32) <= f32(spacing))
-            start_ground = _ground(height, snow_depth, hx0, hy0, spacing, pos_x, pos_y)
-            share = np.where(rises, rebound_share(share, pos_z, z, start_ground, ground),
-                             share).astype(np.float32)
         lifted = hit & (random_uniform(seed, flake_id, counter, STREAM_LIFT) < share)
         if bubble_top is not None:
             lifted &= ground >= _bubble_top(bubble_top, wx0, wy0, cell_size, x, y)

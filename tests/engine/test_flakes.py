@@ -669,43 +669,6 @@ def test_lifted_flakes_fall_as_grains_of_blowing_snow_until_they_settle(module):
 
 
 @pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
-@pytest.mark.parametrize("slope", [0.0, 0.1, 0.3, -0.02])
-def test_grains_settle_per_unit_area_as_on_level_ground_on_any_slope(module, slope):
-    """Grains skimming the ground in a 10 m/s wind meet a slope rising into their path
-    more often than level ground, and one that falls away less: a landing settles with the
-    lift's chance (1 - p) times the grain's descent over its approach to the ground, so the
-    snow they leave per square metre is the level ground's (docs/drift.md, "Rebound")."""
-    n = 20000
-    flake_id = np.arange(n, dtype=np.uint32)
-    rng = np.random.default_rng(11)
-    height = (np.float32(slope) * (HEIGHTMAP.x0 + HEIGHTMAP.spacing
-                                    * np.arange(HEIGHTMAP.shape[1], dtype=np.float32)))
-    height = np.broadcast_to(height.astype(np.float32), HEIGHTMAP.shape).copy()
-    snow = np.zeros(HEIGHTMAP.shape, np.float32)
-    x = rng.uniform(0.5, 7.0, n).astype(np.float32)
-    grain_fall = 0.3
-    # each grain 1 mm above the ground, moving with the wind and falling at its own speed
-    state = state_arrays(n, 0.0, 0.0, 0.0, vx=10.0, vz=-grain_fall)
-    state[0][:] = x
-    state[1][:] = rng.uniform(0.5, 5.5, n).astype(np.float32)
-    state[2][:] = np.float32(slope) * x + np.float32(0.001)
-    state[7][:] = ref_flakes.BLOWING
-    hits = np.zeros(HEIGHTMAP.shape, np.int32)
-    run_kernel(module, flake_id, state, uniform_wind(GRID, 10.0), height, snow, hits,
-               radius=0.0, grain_speed=grain_fall, **lift_arguments(10.0, step_index=5))
-    lifted = 1.0 - 0.3**2 / (0.06 * 10.0)**2                 # p = 0.75 on level ground
-    descent = grain_fall * float(DT)
-    approach = descent + slope * 10.0 * float(DT)
-    assert approach > 0.001                                  # every grain lands
-    settles = min((1.0 - lifted) * descent / approach, 1.0)
-    sigma = np.sqrt(n * settles * (1.0 - settles)) + 1.0
-    assert abs(hits.sum() - n * settles) < 5.0 * sigma
-    # per square metre of ground: the landings per metre along the wind grow with the
-    # approach, the settled share falls with it, so the product is the level ground's
-    assert abs(hits.sum() * approach / descent - n * (1.0 - lifted)) < 5.0 * sigma * approach / descent
-
-
-@pytest.mark.parametrize("module", [ref_flakes, cpu_flakes], ids=["reference", "cpu"])
 def test_flakes_in_the_separation_bubble_feel_still_air_and_settle(module):
     n = 2000
     flake_id = np.arange(n, dtype=np.uint32)
