@@ -6,6 +6,7 @@ import numba
 import numpy as np
 from numba import prange
 
+from .rounding import floor_int
 from .sampling import sample_bilinear
 # One home for the constants: the reference build defines them.
 from ..contract import (BARE_GROUND, GRID_STEP_FROM, NO_SURFACE, OPEN_SNOWFIELD,
@@ -327,8 +328,8 @@ def drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, ma
 
 @numba.njit(cache=True, nogil=True)
 def _column_index(coordinate, origin, cell_size, count):
-    index = int(math.floor(np.float32(np.float32(coordinate - np.float32(origin))
-                                      * np.float32(np.float32(1.0) / np.float32(cell_size)))))
+    index = floor_int(np.float32(np.float32(coordinate - np.float32(origin))
+                                 * np.float32(np.float32(1.0) / np.float32(cell_size))))
     return index if 0 <= index < count else -1
 
 

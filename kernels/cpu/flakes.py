@@ -6,6 +6,7 @@ import numba
 import numpy as np
 from numba import prange
 
+from .rounding import floor_int
 from .rng import random_uniform
 from .sampling import sample_bilinear, sample_bilinear_sum, sample_wind
 from .shares import SHARES, share
@@ -46,8 +47,8 @@ def _ground(height, snow_depth, hx0, hy0, spacing, x, y):
 @numba.njit(inline="always", cache=True)
 def _nearest_node(coordinate, origin, inv_spacing, count):
     """See kernels.reference.flakes._nearest_node (one coordinate)."""
-    index = int(math.floor(np.float32(np.float32(coordinate - origin) * inv_spacing)
-                           + np.float32(0.5)))
+    index = floor_int(np.float32(np.float32(coordinate - origin) * inv_spacing)
+                      + np.float32(0.5))
     return min(max(index, 0), count - 1)
 
 
@@ -57,7 +58,7 @@ def _wrap(coordinate, origin, length):
     if coordinate >= origin and coordinate < end:
         return coordinate
     offset = np.float32(coordinate - origin)
-    offset = np.float32(offset - length * np.float32(math.floor(offset / length)))
+    offset = np.float32(offset - length * np.float32(floor_int(offset / length)))
     wrapped = np.float32(origin + offset)
     if wrapped >= end or wrapped < origin:
         wrapped = origin
@@ -111,7 +112,7 @@ def _entry_point(seed, fid, counter, inflow_heights, open_x, origin, length, ahe
     for b in range(INFLOW_HEIGHT_BINS):
         total += int(inflow_heights[b])
     draw = random_uniform(seed, fid, counter, STREAM_INJECT_HEIGHT)
-    rank = int(math.floor(np.float32(draw * np.float32(total))))
+    rank = floor_int(np.float32(draw * np.float32(total)))
     chosen = 0
     running = int(inflow_heights[0])
     while chosen < INFLOW_HEIGHT_BINS - 1 and running <= rank:
@@ -185,8 +186,8 @@ def column_wind(surface_x, surface_y, wx0, wy0, cell_size, x, y, ustar_per_speed
     """See kernels.reference.flakes.column_wind (one point)."""
     ny, nx = surface_x.shape
     inv = np.float32(np.float32(1.0) / np.float32(cell_size))
-    i = min(max(int(math.floor(np.float32(np.float32(x - np.float32(wx0)) * inv))), 0), nx - 1)
-    j = min(max(int(math.floor(np.float32(np.float32(y - np.float32(wy0)) * inv))), 0), ny - 1)
+    i = min(max(floor_int(np.float32(np.float32(x - np.float32(wx0)) * inv)), 0), nx - 1)
+    j = min(max(floor_int(np.float32(np.float32(y - np.float32(wy0)) * inv)), 0), ny - 1)
     sx, sy = surface_x[j, i], surface_y[j, i]
     ustar = np.float32(np.float32(ustar_per_speed)
                        * np.float32(math.sqrt(np.float32(np.float32(sx * sx) + np.float32(sy * sy)))))
@@ -265,7 +266,7 @@ def _grain_flights(speed, ustar, h, top, dt, eddy_scale, mixing_height, eddy_ste
             nvx, nvy, nvz = _drag(vx, vy, vz, wind_x, ey, ez, fall, g, dt)
             advance = np.float32(np.float32(half * np.float32(vx + nvx)) * dt)
             travelled[n] += np.float64(advance)
-            cell = min(max(int(math.floor(np.float32(z / h))), 0), last_bin)
+            cell = min(max(floor_int(np.float32(z / h)), 0), last_bin)
             crossings[n, cell] += np.float64(advance)
             z = min(np.float32(z + np.float32(np.float32(half * np.float32(vz + nvz)) * dt)), top)
             vx, vy, vz = nvx, nvy, nvz
@@ -425,7 +426,7 @@ def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, fla
         if eddy_scale > np.float32(0.0):
             z = min(z, top)
         new_phase = np.float32(phase[n] + np.float32(omega * dt))
-        new_phase = np.float32(new_phase - TWO_PI * np.float32(math.floor(new_phase / TWO_PI)))
+        new_phase = np.float32(new_phase - TWO_PI * np.float32(floor_int(new_phase / TWO_PI)))
         out_x = not (x >= x0 and x < np.float32(x0 + length_x))
         out_y = not (y >= y0 and y < np.float32(y0 + length_y))
         outside = False
@@ -563,9 +564,9 @@ def cell_keys(pos_x, pos_y, pos_z, wx0, wy0, wz0, cell_size, nx, ny, nz, keys):
     """Linear wind-cell index (k * ny + j) * nx + i of each flake (clamped), into uint32 keys."""
     inv = np.float32(1.0) / np.float32(cell_size)
     for n in numba.prange(pos_x.size):
-        i = min(max(int(math.floor(np.float32(pos_x[n] - np.float32(wx0)) * inv)), 0), nx - 1)
-        j = min(max(int(math.floor(np.float32(pos_y[n] - np.float32(wy0)) * inv)), 0), ny - 1)
-        k = min(max(int(math.floor(np.float32(pos_z[n] - np.float32(wz0)) * inv)), 0), nz - 1)
+        i = min(max(floor_int(np.float32(pos_x[n] - np.float32(wx0)) * inv), 0), nx - 1)
+        j = min(max(floor_int(np.float32(pos_y[n] - np.float32(wy0)) * inv), 0), ny - 1)
+        k = min(max(floor_int(np.float32(pos_z[n] - np.float32(wz0)) * inv), 0), nz - 1)
         keys[n] = (k * ny + j) * nx + i
 
 

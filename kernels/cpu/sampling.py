@@ -1,9 +1,8 @@
 """Grid interpolation, Numba build: per-point device-style functions called from kernels."""
-import math
-
 import numba
 import numpy as np
 
+from .rounding import floor_int
 from ..contract import SAMPLE_WEIGHT_SCALE  # one home
 
 
@@ -15,7 +14,7 @@ def _axis(g, n):
         g = np.float32(0.0)
     elif g > np.float32(n - 1):
         g = np.float32(n - 1)
-    i0 = min(int(math.floor(g)), max(n - 2, 0))
+    i0 = min(floor_int(g), max(n - 2, 0))
     return i0, min(i0 + 1, n - 1), np.float32(g - np.float32(i0))
 
 

@@ -39,6 +39,37 @@ def test_numba_rng_matches_reference_bitwise():
         np.testing.assert_array_equal(draw(seed, 5000, counter, stream), expected)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numba_inline_floor_equals_math_floor_for_every_input(dtype):
+    """kernels.cpu.rounding.floor_int is math.floor as Numba compiles it (int64), for
+    every float: ordinary values, halves, huge ones, NaN and the infinities."""
+    import math
+
+    import numba
+
+    from snowfall.kernels.cpu.rounding import floor_int
+
+    @numba.njit
+    def both(values, ours, numbas):
+        for n in range(values.size):
+            ours[n] = floor_int(values[n])
+            numbas[n] = math.floor(values[n])
+
+    rng = np.random.default_rng(3)
+    scaled = rng.standard_normal(50_000) * 10.0 ** rng.integers(-3, 25, 50_000)
+    bits = rng.integers(0, 2**32, 50_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    special = [np.nan, np.inf, -np.inf, -0.0, 0.0, 2.5, -2.5, -1e-30, 1e30, -1e30, 9.3e18,
+               -9.3e18, 16777217.0, -0.5]
+    with np.errstate(invalid="ignore", over="ignore"):
+        values = np.concatenate([scaled, bits.astype(np.float64), special]).astype(dtype)
+    ours = np.empty(values.size, np.int64)
+    numbas = np.empty(values.size, np.int64)
+    both(values, ours, numbas)
+    np.testing.assert_array_equal(ours, numbas)
+    finite = np.isfinite(values) & (np.abs(values) < 2.0**62)
+    np.testing.assert_array_equal(ours[finite], np.floor(values[finite]).astype(np.int64))
+
+
 def test_sampling_reproduces_linear_fields_and_clamps():
     rng = np.random.default_rng(1)
     nz, ny, nx = 5, 6, 7
