@@ -9,7 +9,7 @@ from numba import prange
 from .rounding import floor_int
 from .rng import random_uniform
 from .sampling import sample_bilinear, sample_bilinear_sum, sample_wind
-from .shares import SHARES, share, share_body
+from .shares import SHARES, share, njit_uncounted
 
 # One home for the random streams and constants: the reference build defines them.
 from ..contract import (BLOWING, CONSTANT_COUNTER, COUNT_BITS, FRESH_LIFTS, FROM_UPWIND,
@@ -137,7 +137,7 @@ def _initialize_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase,
                        np.float32(inflow_y), np.float32(margin))
 
 
-@share_body
+@njit_uncounted
 def _initialize_flakes_share(share_index, shares, flake_id, pos_x, pos_y, pos_z, vel_x, vel_y,
                              vel_z, phase, respawn_count, u, v, w, wx0, wy0, wz0, cell_size,
                              height, snow_depth, hx0, hy0, spacing, seed, vt_min, vt_max,
@@ -349,7 +349,7 @@ def _step_flat(flake_id, pos_x, pos_y, pos_z, vel_x, vel_y, vel_z, phase, respaw
                  _NO_COUNT if grain_count is None else grain_count)
 
 
-@share_body
+@njit_uncounted
 def _step_flakes_share(c, chunks, hit_nodes, hits_in_chunk, grains_in_chunk, flake_id, pos_x,
                        pos_y, pos_z, vel_x, vel_y, vel_z, phase, respawn_count, u, v, w, wx0,
                        wy0, wz0, cell_size, height, snow_depth, hx0, hy0, spacing, hit_counts,

@@ -3,6 +3,7 @@ import numba
 import numpy as np
 
 from .rounding import floor_int
+from .shares import njit_uncounted
 from ..contract import SAMPLE_WEIGHT_SCALE  # one home
 
 
@@ -107,7 +108,7 @@ def block_open(blocks, component, k0, j0, i0):
     return (blocks[k0, j0, i0] >> component) & 1 != 0
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_uncounted
 def _sample_masked(field, fraction, i0, i1, tx, j0, j1, ty, k0, k1, tz, fallback):
     """sample_open's path where some corner may be closed. A call, not inlined: only samples
     next to the terrain take it, and inlined at every sampling site too it made the

@@ -12,14 +12,15 @@ parfor passes do), so the wind's mixing and the pressure solve keep ``prange``.
 Every share's work is independent (as a ``prange`` loop's iterations are), so no result
 depends on how the work is shared out.
 
-The share bodies compile with ``share_body``: without Numba's reference counting. Inlined
-helpers that take arrays (the samplers) leave, in a serial function, an atomic increment
-and decrement of each array's count around every call site in the loop (the parfor passes
-remove them from ``prange`` bodies; the refcount pruning pass does not here): in the
-wind's advection 4 pairs per face, on counts that both threads write. The bodies allocate
-nothing, so they need no counting (an allocation in one fails to compile: no
-implementation of np.empty without it). Measured on cpu-small (docs/benchmarks.md): the advection 2.1 -> 1.5 ms per step,
-its correction 3.2 -> 2.6, the flakes' step 4.7 -> 4.0 (minimum over 150 steps).
+The share bodies (and the samplers' masked path) compile with ``njit_uncounted``: without
+Numba's reference counting. Inlined helpers that take arrays (the samplers) leave, in a
+serial function, an atomic increment and decrement of each array's count around every call
+site in the loop (the parfor passes remove them from ``prange`` bodies; the refcount
+pruning pass does not here): in the wind's advection 4 pairs per face, on counts that both
+threads write. These functions allocate nothing, so they need no counting (an allocation
+in one fails to compile: no implementation of np.empty without it). Measured on cpu-small
+(docs/benchmarks.md): the advection 2.1 -> 1.5 ms per step, its correction 3.2 -> 2.6,
+the flakes' step 4.7 -> 4.0 (minimum over 150 steps).
 """
 import numba
 from numba.core import cpu as _numba_cpu
@@ -32,8 +33,9 @@ def _without_refcounts() -> dict:
     return {"_nrt": False} if hasattr(_numba_cpu.CPUTargetOptions, "_nrt") else {}
 
 
-#: Decorator of a kernel's serial share body (``<name>_share``): no reference counting.
-share_body = numba.njit(cache=True, nogil=True, **_without_refcounts())
+#: numba.njit for serial functions that allocate nothing (the share bodies): no reference
+#: counting.
+njit_uncounted = numba.njit(cache=True, nogil=True, **_without_refcounts())
 
 #: Shares per kernel: enough to balance 2-64 threads (Numba hands each thread a run of them).
 SHARES = 64

@@ -6,7 +6,7 @@ from numba import prange
 from ..contract import (FRACTION_HIGH, FRACTION_LOW, FRACTION_MIN,  # one home
                         FRACTION_SAMPLES, FRACTION_STEP, FRACTION_STEPS, NO_BLOCK, OPEN_LIMIT)
 from .sampling import open_range, sample_bilinear_sum, sample_open, sample_weight
-from .shares import SHARES, share, share_body
+from .shares import SHARES, share, njit_uncounted
 
 F32 = np.float32
 
@@ -278,7 +278,7 @@ def _quarter(a, b, c, d):
     return np.float32(np.float32(0.25) * np.float32(np.float32(a + b) + np.float32(c + d)))
 
 
-@share_body
+@njit_uncounted
 def _advect_share(share_index, shares, u, v, w, fu, fv, fw, blocks, inflow_x, inflow_y,
                   inflow_sides, cell_size, dt, u_adv, v_adv, w_adv, correct, u_out, v_out,
                   w_out):
