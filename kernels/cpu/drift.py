@@ -251,9 +251,11 @@ def _drift_transport(flux_x, flux_y, height, has_surface, snow_depth, courant, m
         for i in range(nx):
             s = snow_depth[j, i]
             # face values as the reference's fx / fy: positive toward +x (+y); the
-            # neighbours wrap around the grid's edges
-            w, e = (i - 1) % nx, (i + 1) % nx
-            south, north = (j - 1) % ny, (j + 1) % ny
+            # neighbours wrap around the grid's edges (compares, not %: a division each)
+            w = i - 1 if i > 0 else nx - 1
+            e = i + 1 if i < nx - 1 else 0
+            south = j - 1 if j > 0 else ny - 1
+            north = j + 1 if j < ny - 1 else 0
             d, h, a = snow_depth, height, has_surface
             if opened and downwind_axis == 1 and i == 0:
                 left = _boundary_face(flux_x[j, i], s, a[j, i], c, inflow_limit, True)
