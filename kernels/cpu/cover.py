@@ -9,24 +9,31 @@ from ..reference.cover import (book_deposit, check_books, deposit_scale,  # noqa
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def _deposit(hit_counts, scale, has_surface, snow_depth, footprint, factor):
+def _deposit(hit_counts, scale, has_surface, snow_depth, footprint, factor, source):
     ny, nx = hit_counts.shape
+    # each node's deposit once (the gather below reads it 25 times)
     for j in numba.prange(ny):
         for i in range(nx):
-            if not has_surface[j, i]:
-                continue
-            added = np.float32(0.0)
-            for dj in range(5):
-                sj = j + 2 - dj
-                for di in range(5):
+            source[j, i] = np.float32(np.float32(np.float32(hit_counts[j, i]) * scale[j, i])
+                                      * factor)
+    # a row's nodes gather side by side (di innermost over i): each node adds its 25 taps
+    # in the order (dj, di) as the reference, and the rows' chains of additions overlap
+    for j in numba.prange(ny):
+        added = np.zeros(nx, np.float32)
+        for dj in range(5):
+            sj = j + 2 - dj
+            for di in range(5):
+                weight = footprint[dj, di]
+                for i in range(nx):
                     si = i + 2 - di
                     if 0 <= sj < ny and 0 <= si < nx:
-                        source = np.float32(np.float32(np.float32(hit_counts[sj, si])
-                                                       * scale[sj, si]) * factor)
+                        tap = source[sj, si]
                     else:
-                        source = np.float32(0.0)
-                    added = np.float32(added + np.float32(source * footprint[dj, di]))
-            snow_depth[j, i] = np.float32(snow_depth[j, i] + added)
+                        tap = np.float32(0.0)
+                    added[i] = np.float32(added[i] + np.float32(tap * weight))
+        for i in range(nx):
+            if has_surface[j, i]:
+                snow_depth[j, i] = np.float32(snow_depth[j, i] + added[i])
 
 
 def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit_counts,
@@ -39,7 +46,8 @@ def deposit_hits(hit_counts, scale, has_surface, snow_depth, hit_total, next_hit
     units, landings, owed, suspended = deposit_weight(hit_total, hits, ledger, nominal_units,
                                                       landing_kinds)
     _deposit(hit_counts, scale, has_surface, snow_depth, FOOTPRINT,
-             np.float32(np.float32(units) / np.float32(WEIGHT_UNITS)))
+             np.float32(np.float32(units) / np.float32(WEIGHT_UNITS)),
+             np.empty(hit_counts.shape, np.float32))
     book_deposit(units, landings, owed, hit_total, weighted_total, next_ledger, next_hit_counts,
                  next_grain_count, suspended, suspended_total)
 
