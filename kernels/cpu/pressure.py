@@ -18,10 +18,9 @@ F32 = np.float32
 
 
 @numba.njit(inline="always", cache=True)
-def _q(p, k, j, i, checked=True):
-    """p[k, j, i], 0 outside the grid; ``checked`` False: (k, j, i) is known inside."""
+def _q(p, k, j, i):
     nz, ny, nx = p.shape
-    if checked and (k < 0 or k >= nz or j < 0 or j >= ny or i < 0 or i >= nx):
+    if k < 0 or k >= nz or j < 0 or j >= ny or i < 0 or i >= nx:
         return np.float32(0.0)
     return p[k, j, i]
 
@@ -63,11 +62,10 @@ def _diag(coef_x, coef_y, coef_z, k, j, i):
 
 
 @numba.njit(inline="always", cache=True)
-def _nbsum(p, coef_x, coef_y, coef_z, k, j, i, checked=True):
-    q = checked
-    a = np.float32(_c(coef_x, k, j, i) * _q(p, k, j, i - 1, q) + _c(coef_x, k, j, i + 1) * _q(p, k, j, i + 1, q))
-    b = np.float32(_c(coef_y, k, j, i) * _q(p, k, j - 1, i, q) + _c(coef_y, k, j + 1, i) * _q(p, k, j + 1, i, q))
-    c = np.float32(_c(coef_z, k, j, i) * _q(p, k - 1, j, i, q) + _c(coef_z, k + 1, j, i) * _q(p, k + 1, j, i, q))
+def _nbsum(p, coef_x, coef_y, coef_z, k, j, i):
+    a = np.float32(_c(coef_x, k, j, i) * _q(p, k, j, i - 1) + _c(coef_x, k, j, i + 1) * _q(p, k, j, i + 1))
+    b = np.float32(_c(coef_y, k, j, i) * _q(p, k, j - 1, i) + _c(coef_y, k, j + 1, i) * _q(p, k, j + 1, i))
+    c = np.float32(_c(coef_z, k, j, i) * _q(p, k - 1, j, i) + _c(coef_z, k + 1, j, i) * _q(p, k + 1, j, i))
     return np.float32(np.float32(a + b) + c)
 
 
@@ -163,13 +161,12 @@ def restrict_coefficients(coef_x, coef_y, coef_z, fx, fy, fz, boundary_x, bounda
 
 
 @numba.njit(inline="always", cache=True)
-def _smoothed(p, b, coef_x, coef_y, coef_z, om, k, j, i, checked=True):
+def _smoothed(p, b, coef_x, coef_y, coef_z, om, k, j, i):
     """The smoother's update of cell (k, j, i): p + om ((b + neighbour sum) / diag - p) in
-    a fluid cell, 0 in a solid one (the damped Jacobi and the red-black SOR sweeps);
-    ``checked`` False: no neighbour is outside the grid."""
+    a fluid cell, 0 in a solid one (the damped Jacobi and the red-black SOR sweeps)."""
     d = _diag(coef_x, coef_y, coef_z, k, j, i)
     if d > 0:
-        nb = _nbsum(p, coef_x, coef_y, coef_z, k, j, i, checked)
+        nb = _nbsum(p, coef_x, coef_y, coef_z, k, j, i)
         return p[k, j, i] + om * (np.float32(b[k, j, i] + nb) / d - p[k, j, i])
     return np.float32(0.0)
 
@@ -225,19 +222,8 @@ def redblack_sweep(p, b, coef_x, coef_y, coef_z, omega, color):
     for kj in prange(nz * ny):
         k = kj // ny
         j = kj % ny
-        start = (k + j + color) % 2
-        if 0 < k < nz - 1 and 0 < j < ny - 1:
-            # an inner row: only its end cells have a neighbour outside the grid (the
-            # others skip the checks: a fifth of the sweep's time on cpu-small)
-            if start == 0:
-                p[k, j, 0] = _smoothed(p, b, coef_x, coef_y, coef_z, om, k, j, 0)
-            for i in range(2 - start, nx - 1, 2):
-                p[k, j, i] = _smoothed(p, b, coef_x, coef_y, coef_z, om, k, j, i, False)
-            if (nx - 1 - start) % 2 == 0 and nx > 1:
-                p[k, j, nx - 1] = _smoothed(p, b, coef_x, coef_y, coef_z, om, k, j, nx - 1)
-        else:
-            for i in range(start, nx, 2):
-                p[k, j, i] = _smoothed(p, b, coef_x, coef_y, coef_z, om, k, j, i)
+        for i in range((k + j + color) % 2, nx, 2):
+            p[k, j, i] = _smoothed(p, b, coef_x, coef_y, coef_z, om, k, j, i)
 
 
 # --- transfers: prolongation P (trilinear) and restriction P^T, one home each -----------
