@@ -16,8 +16,8 @@ def _deposit(hit_counts, scale, has_surface, snow_depth, footprint, factor, sour
         for i in range(nx):
             source[j, i] = np.float32(np.float32(np.float32(hit_counts[j, i]) * scale[j, i])
                                       * factor)
-    # a row's nodes gather side by side (di innermost over i): each node adds its 25 taps
-    # in the order (dj, di) as the reference, and the rows' chains of additions overlap
+    # a row's nodes gather side by side (i innermost): each node adds its 25 taps in the
+    # order (dj, di) as the reference, and the nodes' chains of additions overlap
     for j in numba.prange(ny):
         added = np.zeros(nx, np.float32)
         for dj in range(5):

@@ -19,8 +19,8 @@ site in the loop (the parfor passes remove them from ``prange`` bodies; the refc
 pruning pass does not here): in the wind's advection 4 pairs per face, on counts that both
 threads write. These functions allocate nothing, so they need no counting (an allocation
 in one fails to compile: no implementation of np.empty without it). Measured on cpu-small
-(docs/benchmarks.md): the advection 2.1 -> 1.5 ms per step, its correction 3.2 -> 2.6,
-the flakes' step 4.7 -> 4.0 (minimum over 150 steps).
+(docs/benchmarks.md; 2 threads, minimum over 150 steps): the advection 2.1 -> 1.5 ms per
+step, its correction 3.2 -> 2.6, the flakes' step 4.7 -> 4.0.
 """
 import numba
 from numba.core import cpu as _numba_cpu
